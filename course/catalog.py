@@ -1,0 +1,130 @@
+"""The lesson catalog (``catalog.toml``) as typed, read-only data, and lesson lookup by name."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from course import resources
+
+CATALOG_FILE = Path(__file__).with_name("catalog.toml")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    summary: str
+    hints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    module: str
+    title: str
+    goals: tuple[str, ...]
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def number(self) -> int:
+        return int(self.id)
+
+    @property
+    def short_name(self) -> str:
+        """``l03_attention`` -> ``attention``."""
+        return self.module.split("_", 1)[1]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.module}.py"
+
+    @property
+    def skeleton(self) -> Path:
+        return resources.skeleton_path(self.module)
+
+    @property
+    def solution(self) -> Path:
+        return resources.solution_path(self.module)
+
+    @property
+    def grading_tests(self) -> Path:
+        return resources.grading_test_path(self.module)
+
+    @property
+    def available(self) -> bool:
+        """False for lessons the catalog announces but whose files are not written yet."""
+        return self.skeleton.is_file() and self.grading_tests.is_file()
+
+    def exercise(self, name: str) -> Exercise | None:
+        return next((e for e in self.exercises if e.name == name), None)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    title: str
+    version: str
+    lessons: tuple[Lesson, ...]
+
+    def available(self) -> tuple[Lesson, ...]:
+        return tuple(lesson for lesson in self.lessons if lesson.available)
+
+    def by_module(self, module: str) -> Lesson | None:
+        return next((lesson for lesson in self.lessons if lesson.module == module), None)
+
+    def after(self, lesson: Lesson) -> Lesson | None:
+        index = self.lessons.index(lesson)
+        return self.lessons[index + 1] if index + 1 < len(self.lessons) else None
+
+    def resolve(self, name: str) -> Lesson:
+        """Find a lesson by ``3``, ``03``, ``l03``, ``l03_attention`` or ``attention``.
+
+        Raises UnknownLesson, whose message lists what would have been accepted.
+        """
+        key = name.strip().lower().removesuffix(".py")
+        for lesson in self.lessons:
+            number = re.fullmatch(r"l?0*(\d+)", key)
+            if number and int(number.group(1)) == lesson.number:
+                return lesson
+            if key in (lesson.module, lesson.short_name):
+                return lesson
+        raise UnknownLesson(name, self)
+
+
+class UnknownLesson(LookupError):
+    def __init__(self, name: str, catalog: Catalog) -> None:
+        first, last = catalog.lessons[0], catalog.lessons[-1]
+        super().__init__(
+            f"There is no lesson '{name}'. Name a lesson by its number ({first.number}-{last.number}),"
+            f" its module ({first.module}) or its short name ({first.short_name}); "
+            "`course list` shows them all."
+        )
+
+
+def _parse(data: dict) -> Catalog:
+    lessons = []
+    for entry in data["lessons"]:
+        exercises = tuple(
+            Exercise(name=e["name"], summary=e.get("summary", ""), hints=tuple(e.get("hints", ())))
+            for e in entry.get("exercises", ())
+        )
+        lessons.append(
+            Lesson(
+                id=entry["id"],
+                module=entry["module"],
+                title=entry["title"],
+                goals=tuple(entry.get("goals", ())),
+                exercises=exercises,
+            )
+        )
+    return Catalog(title=data["course"]["title"], version=data["course"]["version"],
+                   lessons=tuple(lessons))
+
+
+@lru_cache(maxsize=1)
+def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
+    """Read and validate the catalog once per process."""
+    with open(path, "rb") as handle:
+        return _parse(tomllib.load(handle))

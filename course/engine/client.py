@@ -1,0 +1,310 @@
+"""The grader's side of the worker: start it, call learner functions, enforce time limits.
+
+Grading tests never touch learner code directly. They call ``lesson.linear(x, w, b)`` on a
+``LearnerModule``; the call travels to a worker process as plain arrays and the answer comes back
+as plain arrays, or as one of the exceptions below, which the reporting plugin turns into a status.
+A worker that hangs is killed with its whole process group; the next call starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from course.engine import protocol
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for learner code, enforced from outside the worker (documented in README)."""
+
+    import_seconds: float = 10.0
+    call_seconds: float = 5.0
+    run_seconds: float = 60.0
+    memory_bytes: int = 2 * 1024**3
+
+
+class LearnerProblem(Exception):
+    """Base of everything that went wrong on the learner's side of a call."""
+
+
+class NotStarted(LearnerProblem):
+    """The learner's function still raises NotImplementedError."""
+
+
+class DependencyNotReady(LearnerProblem):
+    """The function called an earlier lesson's function that is not implemented yet."""
+
+    def __init__(self, message: str, module: str) -> None:
+        super().__init__(message)
+        self.module = module
+
+
+class LearnerError(LearnerProblem):
+    """The learner's code raised, returned something unusable, or broke the worker."""
+
+
+class LearnerTimeout(LearnerProblem):
+    """A call or the import took longer than its limit."""
+
+
+class ImportFailed(LearnerProblem):
+    """The learner's module could not be imported; ``info`` is the worker's description."""
+
+    def __init__(self, message: str, info: dict) -> None:
+        super().__init__(message)
+        self.info = info
+
+
+def format_learner_error(info: dict) -> str:
+    """The learner's exception in their own terms: their frames, then the exception line."""
+    if info.get("type") == "MissingFunction":
+        return f"There is no function named `{info.get('message')}` in your file (was it renamed?)."
+    lines = []
+    syntax = info.get("syntax")
+    if syntax:
+        lines.append(f"{syntax['file']}, line {syntax['line']}:")
+        text = syntax.get("text") or ""
+        lines.append(f"    {text.strip()}")
+        offset = syntax.get("offset")
+        if isinstance(offset, int) and offset > 0:
+            indent = len(text) - len(text.lstrip())
+            lines.append("    " + " " * max(offset - 1 - indent, 0) + "^")
+    for frame in info.get("frames", [])[-3:]:
+        lines.append(f"{frame['file']}, line {frame['line']}, in {frame['function']}:")
+        if frame.get("code"):
+            lines.append(f"    {frame['code']}")
+    message = info.get("message") or ""
+    lines.append(f"{info.get('type', 'Error')}: {message}" if message else str(info.get("type")))
+    return "\n".join(lines)
+
+
+class Worker:
+    """One worker process with the learner's module imported in it."""
+
+    def __init__(self, source_dir: Path, module: str, limits: Limits, scratch: Path) -> None:
+        self.module = module
+        self.limits = limits
+        self._buffer = b""
+        request_read, self._request = os.pipe()
+        self._response, response_write = os.pipe()
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        self.output_path = Path(tempfile.mkstemp(prefix="output-", dir=scratch)[1])
+        with open(self.output_path, "wb") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-u", "-m", "course.engine.worker", str(request_read),
+                 str(response_write), str(source_dir), module, str(limits.memory_bytes)],
+                pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL,
+                stdout=output, stderr=subprocess.STDOUT, cwd=scratch, env=env,
+                start_new_session=True,
+            )
+        os.close(request_read)
+        os.close(response_write)
+        self.started = time.monotonic()
+        self.import_info: dict | None = None
+
+    # -- reading with a deadline -------------------------------------------------------------
+    def _read(self, size: int, deadline: float) -> bytes:
+        while len(self._buffer) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._response], [], [], remaining)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self._response, 1 << 20)
+            if not chunk:
+                raise EOFError
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    def receive(self, deadline: float) -> tuple[dict, list[np.ndarray]]:
+        return protocol.unpack(lambda n: self._read(n, deadline))
+
+    def send(self, header: dict, arrays: list[np.ndarray]) -> None:
+        protocol.write_all(self._request, protocol.pack(header, arrays))
+
+    def wait_imported(self, deadline: float) -> dict:
+        """The worker's import report (cached): ok, error, lesson_modules."""
+        if self.import_info is None:
+            self.import_info, _ = self.receive(deadline)
+        return self.import_info
+
+    def death_message(self) -> str:
+        code = self.process.wait(timeout=5)
+        if code < 0:
+            name = signal.Signals(-code).name
+            if name == "SIGSEGV":
+                return "Your code crashed the Python process (segmentation fault)."
+            return f"The Python process running your code was killed by {name}."
+        return (f"Your code ended the Python process (exit code {code}) instead of returning "
+                "a value. Remove sys.exit / os._exit / quit calls from your file.")
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started (its own process group), then reap it."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        for fd in (self._request, self._response):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class LearnerFunction:
+    """A callable stand-in for one of the learner's functions."""
+
+    def __init__(self, owner: LearnerModule, name: str) -> None:
+        self._owner = owner
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._owner.call(self.__name__, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<learner function {self._owner.module}.{self.__name__}>"
+
+
+class LearnerModule:
+    """The learner's module as the grading tests see it: ``lesson.softmax(x)``.
+
+    After each call, ``mutated`` names the positional or keyword arguments whose arrays the
+    learner's code changed in place.
+    """
+
+    def __init__(self, source_dir: Path, module: str, limits: Limits | None = None,
+                 scratch: Path | None = None) -> None:
+        self.source_dir = Path(source_dir).resolve()
+        self.module = module
+        self.limits = limits or Limits()
+        self._own_scratch = scratch is None
+        self.scratch = Path(tempfile.mkdtemp(prefix="course-")) if scratch is None else scratch
+        self.deadline = time.monotonic() + self.limits.run_seconds
+        self.mutated: list[str] = []
+        self.timed_out: set[str] = set()
+        self.workers: list[Worker] = []
+        self._worker: Worker | None = None
+        self.start()
+
+    def start(self) -> Worker:
+        self._worker = Worker(self.source_dir, self.module, self.limits, self.scratch)
+        self.workers.append(self._worker)
+        return self._worker
+
+    def __getattr__(self, name: str) -> LearnerFunction:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return LearnerFunction(self, name)
+
+    def _deadline(self, seconds: float, what: str) -> float:
+        if time.monotonic() >= self.deadline:
+            raise LearnerTimeout(f"Not run: the whole check went over its {self.limits.run_seconds:g} s"
+                                 " limit before it got here.")
+        return min(time.monotonic() + seconds, self.deadline)
+
+    def import_report(self) -> dict:
+        """Import the module (once per worker) and return the worker's report, or raise."""
+        worker = self._worker if self._worker and self._worker.process.poll() is None else None
+        if worker is None:
+            worker = self.start()
+        deadline = self._deadline(self.limits.import_seconds, "import")
+        try:
+            return worker.wait_imported(deadline)
+        except TimeoutError:
+            self._retire(worker)
+            raise LearnerTimeout(f"Importing {self.module}.py took longer than "
+                                 f"{self.limits.import_seconds:g} s: is there a loop or a long "
+                                 "computation at the top level of the file?") from None
+        except (EOFError, protocol.ProtocolError):
+            message = worker.death_message()
+            self._retire(worker)
+            raise LearnerError(message + " (while the file was being imported)") from None
+
+    def _retire(self, worker: Worker) -> None:
+        worker.kill()
+        if self._worker is worker:
+            self._worker = None
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        if name in self.timed_out:
+            raise LearnerTimeout(f"Not run: an earlier call to {name} went over the "
+                                 f"{self.limits.call_seconds:g} s limit.")
+        report = self.import_report()
+        if not report.get("ok"):
+            raise ImportFailed(format_learner_error(report["error"]), report["error"])
+        worker = self._worker
+        assert worker is not None
+        arrays: list[np.ndarray] = []
+        header = {"op": "call", "function": name, "args": protocol.encode(tuple(args), arrays),
+                  "kwargs": protocol.encode(dict(kwargs), arrays)}
+        labels = [f"argument {i + 1}" for i in range(len(args))] + list(kwargs)
+        deadline = self._deadline(self.limits.call_seconds, name)
+        try:
+            worker.send(header, arrays)
+            response, out = worker.receive(deadline)
+        except TimeoutError:
+            self._retire(worker)
+            self.timed_out.add(name)
+            raise LearnerTimeout(f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
+                                 " look for a loop that never ends.") from None
+        except (EOFError, BrokenPipeError, protocol.ProtocolError):
+            message = worker.death_message()
+            self._retire(worker)
+            raise LearnerError(message) from None
+        if not response.get("ok"):
+            raise self._problem(response.get("error") or {}, name)
+        self.mutated = [self._label(i, args, labels) for i in response.get("mutated", [])]
+        return protocol.decode(response["result"], out)
+
+    @staticmethod
+    def _label(index: int, args: tuple, labels: list[str]) -> str:
+        return labels[index] if index < len(labels) else f"array {index + 1}"
+
+    def _problem(self, info: dict, name: str) -> LearnerProblem:
+        if info.get("type") == "NotImplementedError":
+            origin = info.get("origin")
+            if origin and origin != self.module:
+                return DependencyNotReady(
+                    f"{name} calls {info['frames'][-1]['function']} from your {origin}.py, which "
+                    f"still raises NotImplementedError: finish that lesson first.", origin)
+            return NotStarted(f"{name} still raises NotImplementedError.")
+        if info.get("type") == "MemoryError":
+            limit = self.limits.memory_bytes / 1024**3
+            return LearnerError(f"{name} ran out of memory (the limit is {limit:g} GiB).\n"
+                                + format_learner_error(info))
+        return LearnerError(format_learner_error(info))
+
+    def output(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters the learner's code printed, across all its workers."""
+        text = ""
+        for worker in self.workers:
+            try:
+                with open(worker.output_path, "rb") as handle:
+                    handle.seek(max(0, worker.output_path.stat().st_size - limit))
+                    text += handle.read().decode("utf-8", "replace")
+            except OSError:
+                pass
+        return text[-limit:]
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+        if self._own_scratch:
+            import shutil
+
+            shutil.rmtree(self.scratch, ignore_errors=True)

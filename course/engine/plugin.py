@@ -1,0 +1,130 @@
+"""The pytest plugin that grades: provides the ``lesson`` fixture and records every check.
+
+Results are collected from the reports' exception objects as structured data, never parsed from
+pytest's output or exit code. Every collected test gets a status, including the ones that could
+not run because the learner's file does not import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from course.engine import client
+from course.engine.results import ERROR, FAILED, NOT_STARTED, PASSED, TIMEOUT
+
+
+@dataclass
+class Record:
+    exercise: str
+    name: str
+    status: str = ERROR
+    message: str = "Not run."
+    dependency: str = ""  # an earlier lesson module whose stub this check ran into
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The most telling exception inside an exception group (hypothesis may raise one)."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [_unwrap(e) for e in exc.exceptions]
+        for kind in (client.LearnerProblem, AssertionError):
+            for candidate in inner:
+                if isinstance(candidate, kind):
+                    return candidate
+        return inner[0] if inner else exc
+    return exc
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(status, message) for the exception a check ended with."""
+    exc = _unwrap(exc)
+    message = str(exc).strip()
+    if isinstance(exc, client.NotStarted):
+        return NOT_STARTED, message
+    if isinstance(exc, client.LearnerTimeout):
+        return TIMEOUT, message
+    if isinstance(exc, client.LearnerProblem):
+        return ERROR, message
+    if isinstance(exc, AssertionError):
+        notes = [n for n in getattr(exc, "__notes__", []) if n.startswith("Falsifying example")]
+        if notes:
+            message += "\n" + notes[0].strip()
+        return FAILED, message
+    return ERROR, f"The grader itself hit a problem ({type(exc).__name__}: {message}). " \
+                  "Please report it; it is not your fault."
+
+
+class GradingPlugin:
+    """Registered by the runner with ``pytest.main(plugins=[...])``."""
+
+    def __init__(self, learner: client.LearnerModule) -> None:
+        self.learner = learner
+        self.records: dict[str, Record] = {}
+        self.import_problem: client.LearnerProblem | None = None
+        self.import_report: dict = {}
+        self.collection_errors: list[str] = []
+        self.blocked: dict[str, client.LearnerProblem] = {}  # exercise -> why it cannot pass yet
+
+    @pytest.fixture(scope="session")
+    def lesson(self) -> client.LearnerModule:
+        return self.learner
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
+        from course.engine import testing  # registers the derandomised "grading" profile
+
+        if testing.settings is not None:
+            testing.settings.load_profile("grading")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors.append(str(report.longrepr)[-2000:])
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            marker = item.get_closest_marker("exercise")
+            exercise = marker.args[0] if marker and marker.args else "?"
+            self.records[item.nodeid] = Record(exercise=exercise, name=item.name)
+        try:
+            self.import_report = self.learner.import_report()
+            if not self.import_report.get("ok"):
+                info = self.import_report["error"]
+                self.import_problem = client.ImportFailed(client.format_learner_error(info), info)
+        except client.LearnerProblem as problem:
+            self.import_problem = problem
+        if self.import_problem is not None:
+            for record in self.records.values():
+                record.message = "Not run: your file could not be imported."
+            items[:] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Once an exercise is known to be a stub, its remaining checks say so without running
+        (a property test would otherwise spend its whole budget on the same NotImplementedError)."""
+        record = self.records.get(item.nodeid)
+        if record is not None and record.exercise in self.blocked:
+            raise self.blocked[record.exercise]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report = outcome.get_result()
+        record = self.records.get(item.nodeid)
+        if record is None or call.when == "teardown" and report.passed:
+            return
+        if call.excinfo is not None:
+            record.status, record.message = classify(call.excinfo.value)
+            cause = _unwrap(call.excinfo.value)
+            if isinstance(cause, client.DependencyNotReady):
+                record.dependency = cause.module
+            if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
+                self.blocked.setdefault(record.exercise, cause)
+        elif call.when == "call":
+            record.status, record.message = PASSED, ""
+        if report.skipped:
+            record.status, record.message = ERROR, "This check was skipped, which counts as not passed."
+
+
+__all__ = ["GradingPlugin", "Record", "classify", "FAILED"]

@@ -1,0 +1,90 @@
+"""Grading results as plain data: what the engine returns and what ``--json`` prints.
+
+Statuses are strings so that JSON and the state file need no translation. A lesson passes when
+every check passes; a check that could not run still has a status and a message saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+PASSED = "passed"
+FAILED = "failed"
+NOT_STARTED = "not-started"
+ERROR = "error"
+TIMEOUT = "timeout"
+STATUSES = (PASSED, FAILED, NOT_STARTED, ERROR, TIMEOUT)
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str
+    message: str = ""
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    status: str
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+@dataclass
+class LessonResult:
+    lesson: str
+    status: str
+    exercises: list[ExerciseResult] = field(default_factory=list)
+    message: str = ""  # a lesson-wide problem: file missing, syntax error, whole-run timeout
+    note: str = ""  # one line about an earlier lesson this one depends on
+    output: str = ""  # the tail of what the learner's code printed
+    uses: list[str] = field(default_factory=list)  # earlier lesson modules this one imported
+    duration: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                counts[check.status] += 1
+        return counts
+
+    def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
+        """The first check that did not pass, in exercise order: what to work on next."""
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                if check.status != PASSED:
+                    return exercise, check
+        return None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["duration"] = round(self.duration, 3)
+        data["counts"] = self.counts()
+        return data
+
+
+def combine(statuses: list[str]) -> str:
+    """One status for a group of checks (an exercise, or a lesson's exercises)."""
+    if not statuses:
+        return ERROR
+    if all(s == PASSED for s in statuses):
+        return PASSED
+    if all(s == NOT_STARTED for s in statuses):
+        return NOT_STARTED
+    if any(s == TIMEOUT for s in statuses):
+        return TIMEOUT
+    if all(s in (ERROR, NOT_STARTED) for s in statuses) and ERROR in statuses:
+        return ERROR
+    return FAILED
+
+
+def lesson_status(exercise_statuses: list[str]) -> str:
+    """A lesson is passed, not started, errored (nothing could run) or failed."""
+    status = combine(exercise_statuses)
+    return FAILED if status == TIMEOUT else status

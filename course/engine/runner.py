@@ -1,0 +1,157 @@
+"""Grade one lesson: run its tests under a trusted pytest configuration against a learner's folder.
+
+The learner's module is imported only in a worker process (see ``client``). pytest runs here with
+plugin autoloading off, the course's own ini file, no cache, no conftest from the learner's
+folder, and the grading plugin, which records results as data.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+from course.catalog import Lesson
+from course.engine import client
+from course.engine.results import (
+    ERROR,
+    NOT_STARTED,
+    PASSED,
+    CheckResult,
+    ExerciseResult,
+    LessonResult,
+    combine,
+    lesson_status,
+)
+
+TRUSTED_INI = Path(__file__).with_name("grading.ini")
+
+
+def _pytest_args(test_file: Path) -> list[str]:
+    return [
+        str(test_file),
+        "-c", str(TRUSTED_INI),
+        "--rootdir", str(test_file.parent),
+        "--confcutdir", str(test_file.parent),
+        "--import-mode=importlib",
+        "--assert=plain",
+        "-p", "no:cacheprovider",
+        "-p", "no:terminal",
+        "-p", "no:logging",
+        "-p", "no:faulthandler",
+        "-p", "no:doctest",
+        "-p", "no:junitxml",
+        "-p", "no:pastebin",
+        "-p", "no:nose",
+    ]
+
+
+def _run_pytest(test_file: Path, plugin: object) -> str:
+    """Run pytest in this (trusted) process; returns what pytest printed, for grader bugs only."""
+    # The environment must not reconfigure the trusted run (PYTEST_ADDOPTS, plugin autoload).
+    saved = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS",
+                                            "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    os.environ.pop("PYTEST_ADDOPTS", None)
+    os.environ.pop("PYTEST_PLUGINS", None)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    import pytest
+
+    try:
+        printed = io.StringIO()
+        with redirect_stdout(printed), redirect_stderr(printed):
+            code = pytest.main(_pytest_args(test_file), plugins=[plugin])
+        return f"pytest exit code {int(code)}. {printed.getvalue()[-1500:]}"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
+    exercises = [ExerciseResult(e.name, ERROR, [CheckResult(e.name, ERROR, "Not run.")])
+                 for e in lesson.exercises]
+    return LessonResult(
+        lesson=lesson.module, status=ERROR, exercises=exercises,
+        message=f"{lesson.file_name} is missing from {source_dir}. "
+                f"`course reset {lesson.id}` puts a fresh copy of the lesson there.")
+
+
+def grade(lesson: Lesson, source_dir: Path, limits: client.Limits | None = None,
+          test_file: Path | None = None) -> LessonResult:
+    """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests."""
+    from course.engine.plugin import GradingPlugin
+
+    started = time.monotonic()
+    source_dir = Path(source_dir).resolve()
+    if not (source_dir / lesson.file_name).is_file():
+        return _missing_file_result(lesson, source_dir)
+    learner = client.LearnerModule(source_dir, lesson.module, limits)  # starts the worker now
+    plugin = GradingPlugin(learner)
+    try:
+        printed = _run_pytest(test_file or lesson.grading_tests, plugin)
+        result = _assemble(lesson, plugin, printed)
+        result.output = learner.output()
+    finally:
+        learner.close()
+    result.duration = time.monotonic() - started
+    return result
+
+
+def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResult:
+    by_exercise: dict[str, list[CheckResult]] = {e.name: [] for e in lesson.exercises}
+    strays = []
+    for record in plugin.records.values():
+        check = CheckResult(record.name, record.status, record.message)
+        if record.exercise in by_exercise:
+            by_exercise[record.exercise].append(check)
+        else:
+            strays.append(record.name)
+    exercises = [ExerciseResult(name, combine([c.status for c in checks]), checks)
+                 for name, checks in by_exercise.items()]
+    result = LessonResult(lesson=lesson.module, status=lesson_status([e.status for e in exercises]),
+                          exercises=exercises)
+    if plugin.collection_errors or strays or not plugin.records:
+        result.status = ERROR
+        result.message = ("The grading tests of this lesson could not be run (a problem of the "
+                          "course, not of your code). Please report it.")
+        if strays:
+            result.message += f" Tests without a known exercise: {', '.join(strays)}."
+        result.message += "\n" + (plugin.collection_errors or [printed])[0].strip()
+    elif plugin.import_problem is not None:
+        result.status = ERROR
+        result.message = _import_message(lesson, plugin.import_problem)
+        for exercise in exercises:
+            exercise.status = ERROR
+            for check in exercise.checks:
+                check.status = ERROR
+    result.note = _dependency_note(lesson, plugin)
+    result.uses = [m for m in plugin.import_report.get("lesson_modules", []) if m != lesson.module]
+    return result
+
+
+def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:
+    info = getattr(problem, "info", {}) or {}
+    if info.get("type") == "NotImplementedError":
+        return (f"{lesson.file_name} raised NotImplementedError while being imported: "
+                "keep `raise NotImplementedError` inside the functions.\n" + str(problem))
+    if info.get("syntax"):
+        return f"{lesson.file_name} has a syntax error, so none of it can run:\n{problem}"
+    if isinstance(problem, client.LearnerTimeout):
+        return str(problem)
+    return f"{lesson.file_name} could not be imported:\n{problem}"
+
+
+def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:
+    """One line when a check ran into an earlier lesson's function that is still a stub."""
+    for record in plugin.records.values():
+        if record.dependency:
+            return (f"This lesson uses your {record.dependency}.py, which is not finished yet: "
+                    f"finish that lesson first (`course check {record.dependency}`).")
+    return ""
+
+
+__all__ = ["grade", "PASSED", "NOT_STARTED"]

@@ -1,0 +1,188 @@
+"""What grading tests use: the exercise marker, array comparison with feedback, shared settings.
+
+``check_array`` is where most feedback comes from. It compares the learner's answer with the
+expected one and, when they differ, explains how: the shape in dimension letters, the dtype, the
+size of the error, NaNs, a small slice, and, when the answer matches a known wrong variant that the
+test supplies (``mistakes``), the name of that mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from course.engine.protocol import Opaque
+
+exercise = pytest.mark.exercise
+"""``@exercise("softmax")`` ties a test (or a class of tests) to one exercise of the catalog."""
+
+try:  # hypothesis is a dependency, but the engine must not fall over if it is missing
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "grading",
+        derandomize=True,  # the same examples on every run: grades are reproducible
+        database=None,  # never write .hypothesis/ into anyone's folder
+        deadline=None,  # time is limited by the worker's own limits
+        max_examples=25,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
+except ImportError:  # pragma: no cover
+    settings = None
+
+Mistakes = Mapping[str, Any]
+
+
+def tolerances(dtype: np.dtype) -> tuple[float, float]:
+    """(rtol, atol) that any correct implementation meets in this dtype."""
+    if np.dtype(dtype) == np.float32:
+        return 2e-4, 2e-5
+    return 1e-6, 1e-9
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, Opaque):
+        return f"a {value.type_name} ({value.text})"
+    if value is None:
+        return "None (is a `return` missing?)"
+    return f"a {type(value).__name__}"
+
+
+def _shape_in_letters(shape: tuple, expected: tuple, dims: tuple[str, ...]) -> str:
+    """Read ``shape`` in the letters of ``expected`` where each size names one letter."""
+    by_size: dict[int, list[str]] = {}
+    for size, letter in zip(expected, dims):
+        by_size.setdefault(size, []).append(letter)
+    letters = []
+    for size in shape:
+        names = by_size.get(size, [])
+        letters.append(names[0] if len(names) == 1 else str(size))
+    return "(" + ", ".join(letters) + ")"
+
+
+def _fmt(values: np.ndarray) -> str:
+    return np.array2string(np.asarray(values), precision=4, suppress_small=True, max_line_width=70,
+                           threshold=8, edgeitems=3)
+
+
+def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bool:
+    candidate = np.asarray(candidate)
+    if candidate.shape != actual.shape or actual.dtype.kind not in "biufc":
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.allclose(actual.astype(np.float64), candidate.astype(np.float64),
+                                rtol=max(rtol, 1e-4), atol=max(atol, 1e-5), equal_nan=True))
+
+
+def diagnose(actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: float = 1e-9) -> str:
+    """The name of the first known mistake that ``actual`` reproduces, or ''.
+
+    ``mistakes`` maps a description of the mistake to the array it produces (or a callable that
+    computes it, so costly variants are only computed when the answer is wrong).
+    """
+    if not mistakes or not isinstance(actual, np.ndarray):
+        return ""
+    for name, variant in mistakes.items():
+        try:
+            value = variant() if callable(variant) else variant
+        except Exception:  # noqa: BLE001 - a variant that cannot be formed simply does not match
+            continue
+        if _matches(actual, value, rtol, atol):
+            return name
+    return ""
+
+
+def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
+                dtype: np.dtype | None = None, rtol: float | None = None,
+                atol: float | None = None, mistakes: Mistakes | None = None) -> None:
+    """Fail with a learner-facing explanation unless ``actual`` equals ``expected``.
+
+    ``what`` names the call (``"linear(x, w, b)"``); ``dims`` gives the expected axes as
+    letters (``"B T D"``); ``dtype`` is the dtype the answer must have (default: expected's).
+    """
+    expected = np.asarray(expected)
+    letters = tuple(dims.split())
+    assert len(letters) == expected.ndim, "grader bug: dims and expected disagree"
+    want = "(" + ", ".join(letters) + ")" if letters else "a scalar"
+    if not isinstance(actual, np.ndarray):
+        raise AssertionError(f"{what} returned {_type_name(actual)}; expected a numpy array of "
+                             f"shape {want} = {expected.shape}.")
+    known = diagnose(actual, mistakes)
+    hint = f"\nThis looks like a known mistake: {known}." if known else ""
+    if actual.shape != expected.shape:
+        reads = ""
+        if actual.ndim == expected.ndim and sorted(actual.shape) == sorted(expected.shape):
+            reads = f", which reads as {_shape_in_letters(actual.shape, expected.shape, letters)}"
+        raise AssertionError(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
+                             f"got {actual.shape}{reads}.{hint}")
+    want_dtype = np.dtype(dtype) if dtype is not None else expected.dtype
+    if actual.dtype != want_dtype:
+        raise AssertionError(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
+                             f"(keep the dtype of the inputs).{hint}")
+    if actual.dtype == np.bool_ or expected.dtype == np.bool_:
+        wrong = actual != expected
+        if wrong.any():
+            index = tuple(int(i) for i in np.argwhere(wrong)[0])
+            raise AssertionError(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
+                                 f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
+                                 f"  got:\n{_fmt(actual)}{hint}")
+        return
+    default_rtol, default_atol = tolerances(want_dtype)
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    with np.errstate(all="ignore"):
+        a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+        close = np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+        if close.all():
+            return
+        error = np.abs(a64 - e64)
+    bad_nan = np.isnan(a64) & ~np.isnan(e64)
+    lines = [f"{what} returned wrong values."]
+    finite_error = np.where(np.isfinite(error), error, -1.0)
+    worst = np.unravel_index(int(np.argmax(np.where(bad_nan, np.inf, finite_error))), error.shape)
+    if bad_nan.any():
+        lines.append(f"  {int(bad_nan.sum())} NaN values where numbers were expected "
+                     f"(the first at {[int(i) for i in np.argwhere(bad_nan)[0]]}).")
+    if np.isfinite(finite_error).any() and finite_error.max() >= 0:
+        lines.append(f"  largest error {finite_error.max():.3g}; "
+                     f"{close.mean():.0%} of values within tolerance (rtol={rtol:g}, atol={atol:g}).")
+    if expected.ndim:
+        row = worst[:-1]
+        where = "[" + ", ".join([str(int(i)) for i in row] + [":"]) + "]"
+        lines.append(f"  expected{where} = {_fmt(expected[row])}")
+        lines.append(f"  got     {where} = {_fmt(actual[row])}")
+    else:
+        lines.append(f"  expected {float(expected):.6g}, got {float(actual):.6g}")
+    raise AssertionError("\n".join(lines) + hint)
+
+
+def check_not_modified(lesson: Any, what: str) -> None:
+    """Fail if the learner's last call changed any of its input arrays in place."""
+    if lesson.mutated:
+        raise AssertionError(f"{what} changed its input in place ({', '.join(lesson.mutated)}). "
+                             "Functions must leave their inputs untouched: write `x = x - m`, "
+                             "not `x -= m`.")
+
+
+def check_scalar(actual: Any, expected: float, *, what: str, rtol: float = 1e-9) -> None:
+    """Fail unless ``actual`` is a number equal to ``expected`` (integers compare exactly)."""
+    if isinstance(actual, np.ndarray) and actual.ndim == 0:
+        actual = actual.item()
+    if isinstance(actual, bool) or not isinstance(actual, (int, float, np.integer, np.floating)):
+        raise AssertionError(f"{what} returned {_type_name(actual)}; expected the number "
+                             f"{expected}.")
+    if not np.isclose(float(actual), float(expected), rtol=rtol, atol=0):
+        raise AssertionError(f"{what} returned {actual}; expected {expected}.")
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...],
+                 dtype: Any = np.float64, scale: float = 1.0) -> np.ndarray:
+    """Standard-normal test data in the requested dtype."""
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+Variant = Callable[[], Any]

@@ -1,0 +1,134 @@
+"""The worker: the only process that imports and runs a learner's module.
+
+Started by ``client.Worker`` as ``python -I -m course.engine.worker REQ_FD RESP_FD DIR MODULE MEM``.
+It limits its own memory before importing anything of the learner's, imports the module, then
+answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
+happened, including exceptions with the learner's own frames, and which inputs a call modified.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from course.engine import protocol
+
+OUTPUT_LIMIT = 8 * 1024 * 1024
+
+
+def _limit_resources(memory_bytes: int) -> None:
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Printing floods a file, not the grader: past this size a print fails instead of growing it.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
+    """The traceback frames that belong to files in the learner's folder, outermost first."""
+    frames = []
+    for frame in traceback.extract_tb(tb):
+        path = Path(frame.filename)
+        if path.parent == source_dir:
+            frames.append({"file": path.name, "line": frame.lineno, "function": frame.name,
+                           "code": (frame.line or "").strip()[:200]})
+    return frames
+
+
+def _describe_error(exc: BaseException, source_dir: Path) -> dict:
+    try:
+        message = str(exc)[:2000]
+    except Exception:  # noqa: BLE001 - a learner's exception may fail to print
+        message = "<message could not be printed>"
+    info: dict[str, Any] = {
+        "type": type(exc).__name__[:100],
+        "message": message,
+        "frames": _learner_frames(exc.__traceback__, source_dir),
+    }
+    if isinstance(exc, SyntaxError):
+        path = Path(exc.filename or "")
+        info["syntax"] = {"file": path.name, "line": exc.lineno, "offset": exc.offset,
+                          "text": (exc.text or "").rstrip("\n")[:300]}
+        info["message"] = exc.msg
+    frames = info["frames"]
+    info["origin"] = frames[-1]["file"].removesuffix(".py") if frames else None
+    return info
+
+
+def _lesson_modules(source_dir: Path) -> list[str]:
+    """Names of the modules imported from the learner's folder (the lesson and its imports)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).parent == source_dir:
+            found.append(name)
+    return sorted(found)
+
+
+def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
+    name = header.get("function", "")
+    function = getattr(module, name, None)
+    if function is None or not callable(function):
+        return {"ok": False, "error": {"type": "MissingFunction", "message": name,
+                                       "frames": [], "origin": None}}, []
+    args = protocol.decode(header["args"], arrays)
+    kwargs = protocol.decode(header["kwargs"], arrays)
+    before = [a.copy() for a in arrays]
+    try:
+        result = function(*args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
+        return {"ok": False, "error": _describe_error(exc, source_dir)}, []
+    mutated = [i for i, (a, b) in enumerate(zip(arrays, before))
+               if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True)]
+    out: list[np.ndarray] = []
+    try:
+        tagged = protocol.encode(result, out)
+    except BaseException as exc:  # noqa: BLE001
+        return {"ok": False, "error": _describe_error(exc, source_dir)}, []
+    return {"ok": True, "result": tagged, "mutated": mutated}, out
+
+
+def main(argv: list[str]) -> int:
+    request_fd, response_fd = int(argv[0]), int(argv[1])
+    source_dir = Path(argv[2]).resolve()
+    module_name, memory_bytes = argv[3], int(argv[4])
+    _limit_resources(memory_bytes)
+    sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
+    sys.path.append(str(source_dir))  # last, so a learner's numpy.py cannot shadow numpy
+
+    import importlib
+
+    module = None
+    try:
+        module = importlib.import_module(module_name)
+        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir)}
+    except BaseException as exc:  # noqa: BLE001
+        header = {"ok": False, "error": _describe_error(exc, source_dir),
+                  "lesson_modules": _lesson_modules(source_dir)}
+    protocol.write_all(response_fd, protocol.pack(header, []))
+
+    while True:
+        try:
+            request, arrays = protocol.unpack(lambda n: protocol.read_exact(request_fd, n))
+        except EOFError:
+            return 0
+        if request.get("op") != "call" or module is None:
+            return 0
+        response, out = _call(module, request, arrays, source_dir)
+        try:
+            message = protocol.pack(response, out)
+        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError on a huge result
+            message = protocol.pack({"ok": False, "error": _describe_error(exc, source_dir)}, [])
+        protocol.write_all(response_fd, message)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,75 @@
+"""Lesson 1: linear projections, one weight matrix per head.
+
+The idea
+--------
+Attention never compares raw token vectors. It first projects every token three times, into a
+query, a key and a value, with learned weight matrices:
+
+    Q = X W_Q,    K = X W_K,    V = X W_V
+
+Multi-head attention does this once per head: head h has its own W_Qh of shape (D, K) and sees
+its own K-dimensional view of every token. In practice the H per-head matrices are stored side by
+side as one fused (D, H*K) matrix, head h owning columns h*K:(h+1)*K, so one matrix product
+projects all heads at once. This lesson builds all three views of the same computation.
+
+Conventions (the same in every lesson)
+--------------------------------------
+    B batch    T query positions    D model width    H heads    K head width (D // H)
+
+- Arrays are batch first: x is (B, T, D).
+- Weights are stored (d_in, d_out) and applied as x @ w + b, exactly as in the formula X W_Q.
+  (PyTorch stores them (d_out, d_in) and computes x @ w.T; lesson 6 converts between the two.)
+- Functions never modify their inputs, and return the dtype of their inputs.
+
+Edit this file, then run `course check 1`.
+"""
+
+import numpy as np
+
+
+def linear(x, w, b=None):
+    """Apply a linear layer: x @ w + b over the last axis of x.
+
+    x: (..., d_in)   any number of leading axes, e.g. (B, T, D)
+    w: (d_in, d_out)
+    b: (d_out,) or None
+    returns (..., d_out), same dtype as x
+
+    TODO:
+      1. Multiply x by w with `@` (matmul broadcasts over x's leading axes). No transpose: w is
+         already stored (d_in, d_out).
+      2. If b is given, add it: (d_out,) broadcasts over every position.
+      3. Return a new array; do not change x in place.
+    """
+    raise NotImplementedError
+
+
+def head_projections(x, w_heads):
+    """Project x into H heads, each with its own (D, K) matrix.
+
+    x:       (B, T, D)
+    w_heads: (H, D, K)   w_heads[h] is head h's projection W_h
+    returns  (B, H, T, K) where out[:, h] == x @ w_heads[h]
+
+    TODO:
+      1. Unpack the sizes: B, T, D = x.shape and H, _, K = w_heads.shape.
+      2. Compute every head's x @ w_heads[h] at once, keeping heads in order along axis 1:
+         either broadcast x[:, None] (B, 1, T, D) against w_heads (H, D, K), or name every
+         axis with np.einsum("btd,hdk->bhtk", ...).
+    """
+    raise NotImplementedError
+
+
+def fuse_head_weights(w_heads):
+    """Fuse H per-head weights into one matrix, head h in columns h*K:(h+1)*K.
+
+    w_heads: (H, D, K)
+    returns  (D, H*K) such that (x @ fused)[..., h*K:(h+1)*K] == x @ w_heads[h]
+
+    TODO:
+      1. Unpack H, D, K = w_heads.shape.
+      2. Move the head axis after D: (H, D, K) -> (D, H, K).
+      3. Reshape (D, H, K) -> (D, H*K). (Reshaping (H, D, K) directly would mix rows of
+         different heads: that is the classic mistake this exercise is about.)
+    """
+    raise NotImplementedError
