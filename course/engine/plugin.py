@@ -22,6 +22,7 @@ class Record:
     status: str = ERROR
     message: str = "Not run."
     dependency: str = ""  # an earlier lesson module whose stub this check ran into
+    mistake: str = ""  # the named classic mistake the learner's answer reproduces
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -119,6 +120,7 @@ class GradingPlugin:
             cause = _unwrap(call.excinfo.value)
             if isinstance(cause, client.DependencyNotReady):
                 record.dependency = cause.module
+            record.mistake = getattr(cause, "mistake", "")
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
         elif call.when == "call":

@@ -23,6 +23,7 @@ class CheckResult:
     name: str
     status: str
     message: str = ""
+    mistake: str = ""  # set when the answer reproduces a named classic mistake
 
 
 @dataclass
@@ -55,11 +56,13 @@ class LessonResult:
         return counts
 
     def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
-        """The first check that did not pass, in exercise order: what to work on next."""
+        """What to work on next: in the first exercise not passed, a check that names a known
+        mistake if there is one (it explains the most), else its first check not passed."""
         for exercise in self.exercises:
-            for check in exercise.checks:
-                if check.status != PASSED:
-                    return exercise, check
+            problems = [check for check in exercise.checks if check.status != PASSED]
+            if problems:
+                named = [check for check in problems if check.mistake]
+                return exercise, (named or problems)[0]
         return None
 
     def to_dict(self) -> dict:

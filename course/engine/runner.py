@@ -45,6 +45,10 @@ def _pytest_args(test_file: Path) -> list[str]:
         "-p", "no:junitxml",
         "-p", "no:pastebin",
         "-p", "no:nose",
+        "-p", "no:unittest",
+        "-p", "no:stepwise",
+        "-p", "no:warnings",
+        "-p", "no:debugging",
     ]
 
 
@@ -77,7 +81,7 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
     return LessonResult(
         lesson=lesson.module, status=ERROR, exercises=exercises,
         message=f"{lesson.file_name} is missing from {source_dir}. "
-                f"`course reset {lesson.id}` puts a fresh copy of the lesson there.")
+                f"`course reset {lesson.number}` puts a fresh copy of the lesson there.")
 
 
 def grade(lesson: Lesson, source_dir: Path, limits: client.Limits | None = None,
@@ -105,7 +109,7 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
     by_exercise: dict[str, list[CheckResult]] = {e.name: [] for e in lesson.exercises}
     strays = []
     for record in plugin.records.values():
-        check = CheckResult(record.name, record.status, record.message)
+        check = CheckResult(record.name, record.status, record.message, record.mistake)
         if record.exercise in by_exercise:
             by_exercise[record.exercise].append(check)
         else:

@@ -37,6 +37,20 @@ except ImportError:  # pragma: no cover
 Mistakes = Mapping[str, Any]
 
 
+class KnownMistake(AssertionError):
+    """A failed check whose answer matches a named classic mistake (``mistake``)."""
+
+    def __init__(self, message: str, mistake: str) -> None:
+        super().__init__(message)
+        self.mistake = mistake
+
+
+def _fail(message: str, mistake: str) -> AssertionError:
+    if mistake:
+        return KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
+    return AssertionError(message)
+
+
 def tolerances(dtype: np.dtype) -> tuple[float, float]:
     """(rtol, atol) that any correct implementation meets in this dtype."""
     if np.dtype(dtype) == np.float32:
@@ -112,24 +126,23 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
         raise AssertionError(f"{what} returned {_type_name(actual)}; expected a numpy array of "
                              f"shape {want} = {expected.shape}.")
     known = diagnose(actual, mistakes)
-    hint = f"\nThis looks like a known mistake: {known}." if known else ""
     if actual.shape != expected.shape:
         reads = ""
         if actual.ndim == expected.ndim and sorted(actual.shape) == sorted(expected.shape):
             reads = f", which reads as {_shape_in_letters(actual.shape, expected.shape, letters)}"
-        raise AssertionError(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
-                             f"got {actual.shape}{reads}.{hint}")
+        raise _fail(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
+                    f"got {actual.shape}{reads}.", known)
     want_dtype = np.dtype(dtype) if dtype is not None else expected.dtype
     if actual.dtype != want_dtype:
-        raise AssertionError(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
-                             f"(keep the dtype of the inputs).{hint}")
+        raise _fail(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
+                    "(keep the dtype of the inputs).", known)
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
         if wrong.any():
             index = tuple(int(i) for i in np.argwhere(wrong)[0])
-            raise AssertionError(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
-                                 f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
-                                 f"  got:\n{_fmt(actual)}{hint}")
+            raise _fail(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
+                        f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
+                        f"  got:\n{_fmt(actual)}", known)
         return
     default_rtol, default_atol = tolerances(want_dtype)
     rtol = default_rtol if rtol is None else rtol
@@ -148,8 +161,8 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
         lines.append(f"  {int(bad_nan.sum())} NaN values where numbers were expected "
                      f"(the first at {[int(i) for i in np.argwhere(bad_nan)[0]]}).")
     if np.isfinite(finite_error).any() and finite_error.max() >= 0:
-        lines.append(f"  largest error {finite_error.max():.3g}; "
-                     f"{close.mean():.0%} of values within tolerance (rtol={rtol:g}, atol={atol:g}).")
+        lines.append(f"  largest error {finite_error.max():.3g}; {close.mean():.0%} of the values "
+                     f"are close (rtol {rtol:g}, atol {atol:g}).")
     if expected.ndim:
         row = worst[:-1]
         where = "[" + ", ".join([str(int(i)) for i in row] + [":"]) + "]"
@@ -157,7 +170,7 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
         lines.append(f"  got     {where} = {_fmt(actual[row])}")
     else:
         lines.append(f"  expected {float(expected):.6g}, got {float(actual):.6g}")
-    raise AssertionError("\n".join(lines) + hint)
+    raise _fail("\n".join(lines), known)
 
 
 def check_not_modified(lesson: Any, what: str) -> None:

@@ -1,0 +1,174 @@
+"""What the commands do, as plain functions over a workspace and its progress state.
+
+The CLI calls these and renders what they return; nothing here prints or imports rich/typer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import state as state_file
+from course import workspace as ws
+from course.catalog import Catalog, Lesson, load_catalog
+from course.engine.results import PASSED, LessonResult
+
+
+@dataclass
+class Session:
+    """An opened workspace with its progress, plus what the learner should be told about it."""
+
+    workspace: ws.Workspace
+    catalog: Catalog
+    state: state_file.State
+    notices: list[str] = field(default_factory=list)
+    created: bool = False
+
+    def save(self) -> None:
+        state_file.save(self.state, self.workspace.state_path)
+
+    def current(self) -> Lesson | None:
+        """The first available lesson not passed yet; None once every one has passed."""
+        for lesson in self.catalog.available():
+            if self.state.status(lesson.module) != PASSED:
+                return lesson
+        return None
+
+
+def open_session(explicit: str | None = None, create: bool = False) -> Session:
+    """Find the workspace (creating ``./workspace`` if ``create``), load or rebuild its state."""
+    catalog = load_catalog()
+    found = ws.find(explicit)
+    notices: list[str] = []
+    created = False
+    if found is None:
+        if not create:
+            raise ws.WorkspaceProblem(
+                "No course workspace here. `course next` creates one in ./workspace, or run "
+                "`course init DIR`; elsewhere, pass --workspace DIR or set COURSE_WORKSPACE.")
+        found, _ = ws.init(Path.cwd() / ws.DEFAULT_NAME, catalog)
+        created = True
+        notices.append(f"Created your workspace in {found.display(found.root)}/: your lesson files "
+                       "are there.")
+        session = Session(found, catalog, state_file.State(), notices, created)
+        session.save()
+        return session
+    _, added = ws.init(found.root, catalog)  # lessons released since the workspace was made
+    for path in added:
+        notices.append(f"New lesson file: {found.display(path)}")
+    try:
+        loaded = state_file.load(found.state_path)
+    except state_file.StateProblem as problem:
+        loaded = rebuild_state(found, catalog)
+        notices.append(f"Your progress could not be read ({problem}); it was rebuilt by "
+                       "re-grading your lesson files. Hints revealed before are forgotten.")
+        state_file.save(loaded, found.state_path)
+    return Session(found, catalog, loaded, notices, created)
+
+
+def rebuild_state(workspace: ws.Workspace, catalog: Catalog) -> state_file.State:
+    from course.engine.runner import grade
+
+    rebuilt = state_file.State(welcomed=True)
+    for lesson in catalog.available():
+        if workspace.lesson_file(lesson).exists():
+            record(rebuilt, lesson, grade(lesson, workspace.root))
+    return rebuilt
+
+
+def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> None:
+    progress = state.lesson(lesson.module)
+    progress.status = result.status
+    progress.exercises = {e.name: e.status for e in result.exercises}
+    progress.checked_at = state_file.now()
+    if result.passed and not progress.passed_at:
+        progress.passed_at = progress.checked_at
+
+
+def check(session: Session, lesson: Lesson) -> LessonResult:
+    """Grade one lesson of the workspace and remember the result."""
+    from course.engine.runner import grade
+
+    result = grade(lesson, session.workspace.root)
+    if not result.passed and not result.note:
+        pending = [m for m in result.uses if session.state.status(m) != PASSED]
+        if pending:
+            result.note = (f"This lesson uses your {pending[0]}.py, which has not passed its own "
+                           f"check yet (`course check {pending[0]}`): a problem there shows here.")
+    record(session.state, lesson, result)
+    session.save()
+    return result
+
+
+@dataclass
+class NextStep:
+    lesson: Lesson | None  # the lesson that was checked (None: everything had passed already)
+    result: LessonResult | None
+    introduced: Lesson | None  # the lesson to work on now, when it is a new one
+    finished: bool
+
+
+def next_step(session: Session) -> NextStep:
+    """Re-check the current lesson; when it passes, move on and introduce the next one."""
+    lesson = session.current()
+    if lesson is None:
+        return NextStep(None, None, None, finished=True)
+    result = check(session, lesson)
+    if not result.passed:
+        introduce = lesson if result.status == "not-started" else None
+        return NextStep(lesson, result, introduce, finished=False)
+    upcoming = session.current()
+    return NextStep(lesson, result, upcoming, finished=upcoming is None)
+
+
+@dataclass
+class HintReveal:
+    lesson: Lesson
+    exercise: str
+    hints: list[str]  # the tiers revealed so far, gentlest first
+    total: int
+    new: bool  # False when every tier was already revealed
+
+
+def reveal_hint(session: Session, lesson: Lesson, exercise: str | None = None) -> HintReveal:
+    """Reveal the next tier of hints for an exercise (default: the first one not passed)."""
+    progress = session.state.lesson(lesson.module)
+    if exercise is None:
+        pending = [e for e in lesson.exercises if progress.exercises.get(e.name) != PASSED]
+        chosen = (pending or list(lesson.exercises))[0]
+    else:
+        found = lesson.exercise(exercise)
+        if found is None:
+            names = ", ".join(e.name for e in lesson.exercises)
+            raise LookupError(f"Lesson {lesson.id} has no exercise '{exercise}'; it has: {names}.")
+        chosen = found
+    shown = progress.hints.get(chosen.name, 0)
+    new = shown < len(chosen.hints)
+    if new:
+        shown += 1
+        progress.hints[chosen.name] = shown
+        session.save()
+    return HintReveal(lesson, chosen.name, list(chosen.hints[:shown]), len(chosen.hints), new)
+
+
+def reset(session: Session, lesson: Lesson) -> Path | None:
+    """Restore the pristine skeleton; the learner's file is kept in ``.course/backups/``."""
+    saved = ws.backup(session.workspace, lesson)
+    ws.restore_skeleton(session.workspace, lesson)
+    progress = session.state.lesson(lesson.module)
+    progress.status, progress.exercises = "not-started", {}
+    session.save()
+    return saved
+
+
+def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
+    """The reference solution once the lesson passed (or on ``peek``, which is recorded)."""
+    if session.state.status(lesson.module) != PASSED and not peek:
+        return None
+    if not lesson.solution.is_file():
+        raise FileNotFoundError(f"This installation of the course has no solution for lesson "
+                                f"{lesson.id}.")
+    if session.state.status(lesson.module) != PASSED:
+        session.state.lesson(lesson.module).solution_peeked = True
+        session.save()
+    return lesson.solution.read_text(encoding="utf-8")

@@ -1,0 +1,204 @@
+"""Rich renderables for every screen. Nothing here prints: the CLI hands these to a console.
+
+Every screen must read well without colour (NO_COLOR, pipes): status is always a word, and colour
+only repeats it. Text that comes from learner code is shown as plain Text, never as markup.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from course.catalog import Catalog, Lesson
+from course.engine.results import LessonResult
+from course.progress import HintReveal, NextStep, Session
+
+STYLE = {"passed": "green", "failed": "red", "not-started": "yellow", "error": "red",
+         "timeout": "magenta", "coming soon": "dim", "current": "cyan"}
+MARK = {"passed": "✔", "failed": "✘", "not-started": "○", "error": "!", "timeout": "⧗",
+        "coming soon": "·", "current": "▸"}
+CONTROL = dict.fromkeys(range(32), None) | {9: "    ", 10: "\n"}
+
+
+def plain(text: str) -> Text:
+    """Learner-produced text, with control characters (escape sequences) removed."""
+    return Text(text.translate(CONTROL))
+
+
+def status(name: str) -> Text:
+    return Text(f"{MARK.get(name, '?')} {name}", style=STYLE.get(name, ""))
+
+
+def check_title(name: str) -> str:
+    """``test_softmax_rows_sum_to_one[float32]`` -> ``softmax rows sum to one [float32]``."""
+    base, _, params = name.partition("[")
+    words = base.removeprefix("test_").replace("_", " ")
+    return f"{words} [{params}" if params else words
+
+
+def lesson_heading(lesson: Lesson) -> str:
+    return f"Lesson {lesson.id} · {lesson.title}"
+
+
+def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> RenderableType:
+    """What `course check` shows: a line per exercise, then the first problem in full."""
+    counts = result.counts()
+    total = sum(counts.values())
+    head = Text.assemble((lesson_heading(lesson), "bold"), "\n", status(result.status),
+                         f" · {counts['passed']} of {total} checks passed")
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    for exercise in result.exercises:
+        passed = sum(c.status == "passed" for c in exercise.checks)
+        table.add_row(status(exercise.status), exercise.name,
+                      Text(f"{passed}/{len(exercise.checks)}", style="dim"))
+    parts: list[RenderableType] = [head, table]
+    if result.message:
+        parts.append(Panel(plain(result.message), title="Your file", border_style="red",
+                           title_align="left"))
+    problem = result.first_problem()
+    if problem and not result.message:
+        exercise, check = problem
+        title = f"{exercise.name}: {check_title(check.name)}"
+        parts.append(Panel(plain(check.message or "(no message)"), title=escape(title),
+                           title_align="left", border_style=STYLE.get(check.status, "red")))
+    if result.note:
+        parts.append(Text("Note: ", style="bold yellow") + plain(result.note))
+    if result.output.strip() and not result.passed:
+        parts.append(Panel(plain(result.output.strip()[-800:]), title="Your code printed",
+                           title_align="left", border_style="dim"))
+    parts.append(_what_now(lesson, result, session))
+    return Group(*parts)
+
+
+def _what_now(lesson: Lesson, result: LessonResult, session: Session) -> Text:
+    if result.passed:
+        return Text(f"Lesson {lesson.number} passed. `course next` moves on.", style="green")
+    path = session.workspace.display(session.workspace.lesson_file(lesson))
+    return Text(f"Edit {path}, then `course check {lesson.number}` again. "
+                f"Stuck? `course hint {lesson.number}` reveals a hint.")
+
+
+def intro(lesson: Lesson, session: Session) -> RenderableType:
+    """A lesson's introduction: title, goals, the file to open, the first exercise."""
+    path = session.workspace.display(session.workspace.lesson_file(lesson))
+    goals = Table.grid(padding=(0, 1))
+    goals.add_column(no_wrap=True)
+    goals.add_column()
+    for goal in lesson.goals:
+        goals.add_row("  •", goal)
+    steps = Table.grid(padding=(0, 1))
+    steps.add_column(no_wrap=True)
+    steps.add_column()
+    for number, exercise in enumerate(lesson.exercises, 1):
+        steps.add_row(f"  {number}.", exercise.summary)
+    body = Group(
+        Text("You will learn to", style="bold"), goals, Text(""),
+        Text.assemble(("Open ", "bold"), (path, "bold cyan"), (" and write, in order:", "bold")),
+        steps, Text(""),
+        Text(f"Then run `course check {lesson.number}` (or `course next`)."),
+    )
+    return Panel(body, title=escape(lesson_heading(lesson)), title_align="left",
+                 border_style="cyan")
+
+
+def next_screen(step: NextStep, session: Session) -> RenderableType:
+    parts: list[RenderableType] = [notices(session)]
+    if step.lesson is not None and step.result is not None:
+        if step.result.passed:
+            parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.",
+                              style="bold green"))
+        elif step.introduced is None:
+            parts.append(result_screen(step.lesson, step.result, session))
+    if step.introduced is not None:
+        parts.append(intro(step.introduced, session))
+    if step.finished:
+        parts.append(finish(session.catalog))
+    return Group(*parts)
+
+
+def finish(catalog: Catalog) -> Text:
+    soon = [lesson for lesson in catalog.lessons if not lesson.available]
+    text = Text("Every available lesson has passed. Well done!", style="bold green")
+    if soon:
+        text.append(f"\n{len(soon)} more lessons are coming soon: `course list` shows them.",
+                    style="")
+    return text
+
+
+def notices(session: Session) -> RenderableType:
+    return Group(*[Text(notice, style="yellow") for notice in session.notices])
+
+
+def lesson_list(session: Session) -> RenderableType:
+    table = Table(title=session.catalog.title, box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("#")
+    table.add_column("lesson")
+    table.add_column("module")
+    table.add_column("status")
+    current = session.current()
+    for lesson in session.catalog.lessons:
+        if not lesson.available:
+            label = "coming soon"
+        elif lesson is current and session.state.status(lesson.module) != "failed":
+            label = "current"
+        else:
+            label = session.state.status(lesson.module)
+        table.add_row(lesson.id, lesson.title, lesson.module, status(label),
+                      style="dim" if label == "coming soon" else "")
+    return Group(notices(session), table)
+
+
+def lesson_page(lesson: Lesson, session: Session) -> RenderableType:
+    """`course show`: the introduction plus each exercise's last status and hints used."""
+    progress = session.state.lessons.get(lesson.module)
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("exercise")
+    table.add_column("status")
+    table.add_column("hints seen")
+    for exercise in lesson.exercises:
+        label = progress.exercises.get(exercise.name, "not-started") if progress else "not-started"
+        seen = progress.hints.get(exercise.name, 0) if progress else 0
+        table.add_row(exercise.name, status(label), f"{seen}/{len(exercise.hints)}")
+    if not lesson.available:
+        return Text(f"{lesson_heading(lesson)} is coming soon: its files are not written yet.")
+    return Group(notices(session), intro(lesson, session), table)
+
+
+def hint_screen(reveal: HintReveal) -> RenderableType:
+    hints = Table.grid(padding=(0, 1))
+    hints.add_column(no_wrap=True)
+    hints.add_column()
+    for number, hint in enumerate(reveal.hints, 1):
+        style = "bold" if number == len(reveal.hints) and reveal.new else "dim"
+        hints.add_row(Text(f"{number}.", style=style), Text(hint, style=style))
+    remaining = reveal.total - len(reveal.hints)
+    footer = (f"{remaining} more hint{'s' if remaining != 1 else ''}: run the same command again."
+              if remaining else "That was the last hint for this exercise.")
+    if not reveal.new:
+        footer = "Every hint for this exercise is shown above."
+    title = f"Hints for {reveal.exercise} (lesson {reveal.lesson.id})"
+    return Group(Panel(hints, title=escape(title), title_align="left", border_style="cyan"),
+                 Text(footer, style="dim"))
+
+
+def solution_screen(lesson: Lesson, source: str, peeked: bool) -> RenderableType:
+    parts: list[RenderableType] = []
+    if peeked:
+        parts.append(Text("Peeking before the lesson passed: this is recorded in your progress.",
+                          style="yellow"))
+    parts.append(Syntax(source, "python", line_numbers=False, word_wrap=True))
+    return Group(*parts)
+
+
+def problem(message: str) -> RenderableType:
+    """A usage problem or a learner-facing error, one short block."""
+    return Text("Error: ", style="bold red") + plain(message)
+
+
+def info(message: str) -> RenderableType:
+    return plain(message)

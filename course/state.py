@@ -1,0 +1,103 @@
+"""Progress state in ``.course/state.json``: plain data, validated on read, written atomically.
+
+The state only records what the learner did (results of checks, hints revealed, solutions
+peeked); the current lesson is derived from it. A state that is missing, unreadable, or written by
+a newer course raises ``StateProblem`` so the caller can rebuild it by re-grading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+FORMAT = 1
+
+
+class StateProblem(Exception):
+    """The state file cannot be used; the message says why in a few words."""
+
+
+@dataclass
+class LessonProgress:
+    status: str = "not-started"
+    exercises: dict[str, str] = field(default_factory=dict)  # exercise -> status
+    checked_at: str = ""
+    passed_at: str = ""
+    hints: dict[str, int] = field(default_factory=dict)  # exercise -> tiers revealed
+    solution_peeked: bool = False
+
+
+@dataclass
+class State:
+    format: int = FORMAT
+    welcomed: bool = False
+    lessons: dict[str, LessonProgress] = field(default_factory=dict)
+
+    def lesson(self, module: str) -> LessonProgress:
+        return self.lessons.setdefault(module, LessonProgress())
+
+    def status(self, module: str) -> str:
+        progress = self.lessons.get(module)
+        return progress.status if progress else "not-started"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _lesson_from(data: object) -> LessonProgress:
+    if not isinstance(data, dict):
+        raise StateProblem("a lesson entry is not an object")
+    progress = LessonProgress()
+    for key, default in asdict(progress).items():
+        value = data.get(key, default)
+        if type(value) is not type(default):
+            raise StateProblem(f"'{key}' has the wrong type")
+        setattr(progress, key, value)
+    if not all(isinstance(v, int) and v >= 0 for v in progress.hints.values()):
+        raise StateProblem("hint counts are not whole numbers")
+    return progress
+
+
+def load(path: Path) -> State:
+    """Read the state; raises StateProblem when it is missing, corrupt or from a newer course."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StateProblem("there was no progress file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateProblem(f"the progress file could not be read ({exc.__class__.__name__})") from None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise StateProblem("the progress file was not valid JSON (corrupt or truncated)") from None
+    if not isinstance(data, dict):
+        raise StateProblem("the progress file did not hold an object")
+    if data.get("format") != FORMAT:
+        raise StateProblem(f"the progress file has format {data.get('format')!r}, this course "
+                           f"reads format {FORMAT}")
+    lessons = data.get("lessons", {})
+    if not isinstance(lessons, dict):
+        raise StateProblem("'lessons' is not an object")
+    return State(format=FORMAT, welcomed=bool(data.get("welcomed", False)),
+                 lessons={str(k): _lesson_from(v) for k, v in lessons.items()})
+
+
+def save(state: State, path: Path) -> None:
+    """Write atomically: a crash mid-write leaves the old file, never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
+    handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
