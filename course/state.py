@@ -77,9 +77,12 @@ def load(path: Path) -> State:
         raise StateProblem("the progress file was not valid JSON (corrupt or truncated)") from None
     if not isinstance(data, dict):
         raise StateProblem("the progress file did not hold an object")
-    if data.get("format") != FORMAT:
-        raise StateProblem(f"the progress file has format {data.get('format')!r}, this course "
-                           f"reads format {FORMAT}")
+    version = data.get("format")
+    if isinstance(version, int) and version > FORMAT:
+        raise StateProblem(f"it was written by a newer version of the course (format {version}; "
+                           f"this one reads format {FORMAT})")
+    if version != FORMAT:
+        raise StateProblem(f"the progress file has an unknown format ({version!r})")
     lessons = data.get("lessons", {})
     if not isinstance(lessons, dict):
         raise StateProblem("'lessons' is not an object")

@@ -89,6 +89,11 @@ def format_learner_error(info: dict) -> str:
     return "\n".join(lines)
 
 
+# -I ignores PYTHONPATH and the current folder, so the worker is told where the course lives.
+_BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+         "from course.engine.worker import main; sys.exit(main(sys.argv[1:]))")
+
+
 class Worker:
     """One worker process with the learner's module imported in it."""
 
@@ -103,7 +108,7 @@ class Worker:
         self.output_path = Path(tempfile.mkstemp(prefix="output-", dir=scratch)[1])
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-m", "course.engine.worker", str(request_read),
+                [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read),
                  str(response_write), str(source_dir), module, str(limits.memory_bytes)],
                 pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL,
                 stdout=output, stderr=subprocess.STDOUT, cwd=scratch, env=env,

@@ -1,6 +1,6 @@
 """The worker: the only process that imports and runs a learner's module.
 
-Started by ``client.Worker`` as ``python -I -m course.engine.worker REQ_FD RESP_FD DIR MODULE MEM``.
+Started by ``client.Worker`` with ``python -I`` and the arguments REQ_FD RESP_FD DIR MODULE MEM.
 It limits its own memory before importing anything of the learner's, imports the module, then
 answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
 happened, including exceptions with the learner's own frames, and which inputs a call modified.

@@ -1,0 +1,5 @@
+"""``python -m course`` is the ``course`` command."""
+
+from course.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""The catalog is the single source of truth: lessons 1-9 listed, names resolve, files derive."""
+
+import pytest
+
+from course.catalog import UnknownLesson, load_catalog
+
+CATALOG = load_catalog()
+
+
+def test_catalog_lists_lessons_one_to_nine_in_order():
+    assert [lesson.number for lesson in CATALOG.lessons] == list(range(1, 10))
+    assert CATALOG.lessons[2].module == "l03_attention"
+
+
+def test_every_exercise_has_a_summary_and_at_least_two_tiers_of_hints():
+    for lesson in CATALOG.lessons:
+        assert lesson.exercises, lesson.module
+        for exercise in lesson.exercises:
+            assert exercise.summary, exercise.name
+            assert len(exercise.hints) >= 2 and all(h.strip() for h in exercise.hints), exercise.name
+
+
+def test_design_contract_function_names_are_exercises():
+    names = {lesson.module: {e.name for e in lesson.exercises} for lesson in CATALOG.lessons}
+    assert names["l01_projections"] == {"linear", "head_projections", "fuse_head_weights"}
+    assert names["l02_softmax"] == {"softmax", "logsumexp"}
+    assert names["l03_attention"] == {"attention_scores", "scaled_dot_product_attention"}
+
+
+@pytest.mark.parametrize("name", ["3", "03", "l03", "l03_attention", "attention", "L03_Attention.py"])
+def test_a_lesson_resolves_by_number_module_or_short_name(name):
+    assert CATALOG.resolve(name).module == "l03_attention"
+
+
+def test_an_unknown_lesson_names_what_would_be_accepted():
+    with pytest.raises(UnknownLesson, match=r"1-9.*l01_projections.*course list"):
+        CATALOG.resolve("42")
+
+
+def test_available_lessons_have_skeleton_solution_and_grading_tests():
+    available = CATALOG.available()
+    assert [lesson.module for lesson in available][:1] == ["l01_projections"]
+    for lesson in available:
+        assert lesson.skeleton.is_file() and lesson.solution.is_file()
+        assert lesson.grading_tests.is_file()

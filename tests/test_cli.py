@@ -1,0 +1,143 @@
+"""The `course` command as a learner uses it: in a subprocess, without a terminal."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import SOLUTIONS
+
+
+def course(*args, cwd, env=None):
+    environment = dict(os.environ, NO_COLOR="1", COLUMNS="100")
+    environment.pop("COURSE_WORKSPACE", None)
+    environment.update(env or {})
+    return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, env=environment, timeout=120)
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    done = course("init", "ws", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp_path / "ws"
+
+
+def test_next_without_a_workspace_creates_one_and_introduces_lesson_one(tmp_path):
+    done = course("next", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Created your workspace in workspace/" in done.stdout
+    assert "Lesson 01" in done.stdout and "workspace/l01_projections.py" in done.stdout
+    assert (tmp_path / "workspace" / "l01_projections.py").is_file()
+    assert (tmp_path / "workspace" / ".course" / "state.json").is_file()
+    assert "\x1b[" not in done.stdout and done.stderr == ""
+
+
+def test_check_json_is_not_started_then_passed_after_the_solution_is_copied(workspace):
+    first = course("check", "1", "--json", cwd=workspace)
+    assert first.returncode == 1
+    assert json.loads(first.stdout)["status"] == "not-started"
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    second = course("check", "1", "--json", cwd=workspace)
+    payload = json.loads(second.stdout)
+    assert second.returncode == 0 and payload["status"] == "passed"
+    assert payload["lesson"] == "l01_projections" and payload["course_version"]
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"]["l01_projections"]["status"] == "passed"
+
+
+def test_next_marks_a_passed_lesson_done_and_moves_on(workspace):
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    done = course("next", cwd=workspace)
+    assert done.returncode == 0
+    assert "Lesson 01 passed" in done.stdout
+
+
+def test_a_failing_check_exits_one_and_names_the_problem(workspace):
+    source = (SOLUTIONS / "l01_projections.py").read_text()
+    (workspace / "l01_projections.py").write_text(source.replace("out = out + b", "pass"))
+    done = course("check", "projections", cwd=workspace)
+    assert done.returncode == 1
+    assert "failed" in done.stdout and "the bias b is not added" in done.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("check", "42"), "There is no lesson '42'"),
+    (("show", "nonsense"), "There is no lesson 'nonsense'"),
+    (("check", "--bogus"), "No such option"),
+])
+def test_usage_errors_exit_two_with_one_clear_line(workspace, args, words):
+    done = course(*args, cwd=workspace)
+    assert done.returncode == 2
+    assert words in done.stdout + done.stderr and "Traceback" not in done.stdout + done.stderr
+
+
+def test_commands_outside_a_workspace_say_how_to_make_one(tmp_path):
+    done = course("check", "1", cwd=tmp_path)
+    assert done.returncode == 2 and "No course workspace here" in done.stdout
+
+
+def test_workspace_option_and_environment_variable_find_the_workspace(workspace, tmp_path):
+    assert course("check", "1", "--workspace", str(workspace), cwd=tmp_path).returncode == 1
+    done = course("list", cwd=tmp_path, env={"COURSE_WORKSPACE": str(workspace)})
+    assert done.returncode == 0 and "l01_projections" in done.stdout
+
+
+def test_list_marks_lessons_without_files_as_coming_soon(workspace):
+    done = course("list", cwd=workspace)
+    assert done.returncode == 0
+    assert "l09_kv_cache" in done.stdout and "coming soon" in done.stdout
+
+
+def test_hints_are_revealed_one_tier_at_a_time_and_remembered(workspace):
+    first = course("hint", "1", cwd=workspace)
+    assert "1." in first.stdout and "2." not in first.stdout and "2 more hints" in first.stdout
+    second = course("hint", "1", cwd=workspace)
+    assert "2." in second.stdout
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"]["l01_projections"]["hints"] == {"linear": 2}
+    other = course("hint", "1", "--exercise", "fuse_head_weights", cwd=workspace)
+    assert "Hints for fuse_head_weights" in other.stdout
+
+
+def test_reset_restores_the_skeleton_and_keeps_a_backup(workspace):
+    (workspace / "l01_projections.py").write_text("# my work\n")
+    done = course("reset", "1", cwd=workspace)
+    assert done.returncode == 0 and "fresh skeleton" in done.stdout
+    assert "raise NotImplementedError" in (workspace / "l01_projections.py").read_text()
+    backups = list((workspace / ".course" / "backups").glob("l01_projections-*.py"))
+    assert len(backups) == 1 and backups[0].read_text() == "# my work\n"
+
+
+def test_solution_is_hidden_until_passed_and_a_peek_is_recorded(workspace):
+    hidden = course("solution", "1", cwd=workspace)
+    assert hidden.returncode == 1 and "--peek" in hidden.stdout and "def linear" not in hidden.stdout
+    peek = course("solution", "1", "--peek", cwd=workspace)
+    assert peek.returncode == 0 and "def linear" in peek.stdout and "recorded" in peek.stdout
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"]["l01_projections"]["solution_peeked"] is True
+
+
+@pytest.mark.parametrize("content", ["{not json", "", '{"format": 7}'])
+def test_a_corrupt_or_future_state_is_rebuilt_by_regrading_and_said(workspace, content):
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    (workspace / ".course" / "state.json").write_text(content)
+    done = course("list", cwd=workspace)
+    assert done.returncode == 0 and "it was rebuilt by re-grading" in " ".join(done.stdout.split())
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"]["l01_projections"]["status"] == "passed"
+
+
+def test_show_lists_goals_file_and_exercises(workspace):
+    done = course("show", "01", cwd=workspace)
+    assert done.returncode == 0
+    assert "You will learn to" in done.stdout and "fuse_head_weights" in done.stdout
+
+
+def test_a_coming_soon_lesson_is_refused_politely(workspace):
+    done = course("check", "9", cwd=workspace)
+    assert done.returncode == 2 and "coming soon" in done.stdout

@@ -1,0 +1,76 @@
+"""check_array explains a wrong answer in the learner's terms."""
+
+import numpy as np
+import pytest
+
+from course.engine.protocol import Opaque
+from course.engine.testing import KnownMistake, check_array, check_scalar, diagnose
+
+EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+
+
+def message_of(actual, expected=EXPECTED, **kwargs):
+    kwargs.setdefault("dims", "B T D")
+    with pytest.raises(AssertionError) as caught:
+        check_array(actual, expected, what="f(x)", **kwargs)
+    return str(caught.value)
+
+
+def test_a_correct_answer_within_tolerance_passes():
+    check_array(EXPECTED + 1e-12, EXPECTED, what="f(x)", dims="B T D")
+    check_array(EXPECTED.astype(np.float32) * (1 + 1e-6), EXPECTED.astype(np.float32),
+                what="f(x)", dims="B T D")
+
+
+def test_a_swapped_shape_is_read_back_in_dimension_letters():
+    message = message_of(np.swapaxes(EXPECTED, 1, 2))
+    assert "expected (B, T, D) = (2, 3, 4), got (2, 4, 3), which reads as (B, D, T)" in message
+
+
+def test_the_wrong_dtype_is_named():
+    assert "returned dtype float64; expected float32" in message_of(
+        EXPECTED, EXPECTED.astype(np.float32))
+
+
+def test_wrong_values_show_the_error_the_share_close_and_a_slice():
+    actual = EXPECTED.copy()
+    actual[1, 2, 3] += 5
+    message = message_of(actual)
+    assert "largest error 5" in message and "96% of the values are close" in message
+    assert "expected[1, 2, :]" in message and "got     [1, 2, :]" in message
+
+
+def test_nans_are_counted_and_located():
+    actual = EXPECTED.copy()
+    actual[0, 1] = np.nan
+    assert "4 NaN values where numbers were expected (the first at [0, 1, 0])" in message_of(actual)
+
+
+def test_a_known_mistake_is_named_and_carried_on_the_exception():
+    with pytest.raises(KnownMistake) as caught:
+        check_array(EXPECTED * 2, EXPECTED, what="f(x)", dims="B T D",
+                    mistakes={"the scale is missing": lambda: EXPECTED * 2})
+    assert caught.value.mistake == "the scale is missing"
+    assert "This looks like a known mistake: the scale is missing." in str(caught.value)
+
+
+def test_a_mistake_that_does_not_match_is_not_claimed():
+    assert diagnose(EXPECTED * 3, {"doubled": EXPECTED * 2}) == ""
+    assert "known mistake" not in message_of(EXPECTED * 3, mistakes={"doubled": EXPECTED * 2})
+
+
+@pytest.mark.parametrize("actual, words", [
+    (None, "returned None (is a `return` missing?)"),
+    ([1, 2], "returned a list"),
+    (Opaque("Tensor", "tensor([1.])"), "returned a Tensor"),
+])
+def test_a_non_array_answer_says_what_came_back(actual, words):
+    assert words in message_of(actual)
+
+
+def test_scalars_compare_exactly_and_reject_non_numbers():
+    check_scalar(12, 12, what="n")
+    with pytest.raises(AssertionError, match="returned 11; expected 12"):
+        check_scalar(11, 12, what="n")
+    with pytest.raises(AssertionError, match="returned a str"):
+        check_scalar("12", 12, what="n")

@@ -1,0 +1,177 @@
+"""The worker boundary: learner code runs in another process and only data comes back."""
+
+import os
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from course.engine import client
+from course.engine.protocol import Opaque
+
+LEARNER = '''
+import os, sys, time
+import numpy as np
+print("imported")
+
+def double(x, factor=2):
+    return x * factor
+
+def stub(x):
+    raise NotImplementedError
+
+def uses_earlier(x):
+    from l00_earlier import helper
+    return helper(x)
+
+def shifts_input(x):
+    x += 1
+    return x
+
+def pair(x):
+    return x, {"n": 3, "half": x / 2}
+
+def returns_object(x):
+    return object()
+
+def returns_none(x):
+    pass
+
+def forever(x):
+    while True:
+        pass
+
+def leaves_a_child(x):
+    import subprocess
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    while True:
+        time.sleep(1)
+
+def exits(x):
+    os._exit(0)
+
+def raises(x):
+    return np.zeros(3) @ np.zeros(4)
+'''
+
+
+@pytest.fixture
+def learner(tmp_path):
+    (tmp_path / "l00_demo.py").write_text(LEARNER)
+    (tmp_path / "l00_earlier.py").write_text("def helper(x):\n    raise NotImplementedError\n")
+    module = client.LearnerModule(tmp_path, "l00_demo", client.Limits(call_seconds=1.0))
+    yield module
+    module.close()
+
+
+def test_a_call_returns_plain_arrays_with_their_dtype(learner):
+    out = learner.double(np.arange(3, dtype=np.float32), factor=3)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    assert out.tolist() == [0.0, 3.0, 6.0]
+
+
+def test_tuples_dicts_and_scalars_come_back_as_data(learner):
+    x, extra = learner.pair(np.ones(2))
+    assert x.tolist() == [1.0, 1.0] and extra["n"] == 3 and extra["half"].tolist() == [0.5, 0.5]
+
+
+def test_objects_that_are_not_data_come_back_described(learner):
+    out = learner.returns_object(np.ones(1))
+    assert isinstance(out, Opaque) and out.type_name == "object"
+    assert learner.returns_none(np.ones(1)) is None
+
+
+def test_a_stub_is_reported_as_not_started(learner):
+    with pytest.raises(client.NotStarted):
+        learner.stub(np.ones(1))
+
+
+def test_a_stub_in_an_earlier_lesson_is_named(learner):
+    with pytest.raises(client.DependencyNotReady, match="l00_earlier.py") as caught:
+        learner.uses_earlier(np.ones(1))
+    assert caught.value.module == "l00_earlier"
+
+
+def test_modifying_an_input_in_place_is_detected(learner):
+    x = np.zeros(3)
+    learner.shifts_input(x)
+    assert learner.mutated == ["argument 1"]
+    assert x.tolist() == [0.0, 0.0, 0.0]  # the grader's own copy is never touched
+    learner.double(x)
+    assert learner.mutated == []
+
+
+def test_an_exception_shows_the_learners_line_and_message(learner):
+    with pytest.raises(client.LearnerError) as caught:
+        learner.raises(np.ones(1))
+    message = str(caught.value)
+    assert "l00_demo.py, line" in message and "np.zeros(3) @ np.zeros(4)" in message
+    assert "ValueError" in message and "client.py" not in message
+
+
+def test_a_missing_function_is_named(learner):
+    with pytest.raises(client.LearnerError, match="no function named `renamed`"):
+        learner.renamed(np.ones(1))
+
+
+def test_an_endless_loop_times_out_and_the_next_call_gets_a_fresh_worker(learner):
+    started = time.monotonic()
+    with pytest.raises(client.LearnerTimeout, match="did not return within 1 s"):
+        learner.forever(np.ones(1))
+    assert time.monotonic() - started < 3
+    with pytest.raises(client.LearnerTimeout, match="earlier call"):
+        learner.forever(np.ones(1))  # not run again
+    assert learner.double(np.ones(1)).tolist() == [2.0]
+
+
+def living_members(group: int) -> list[int]:
+    """Processes of a process group that are still running (zombies awaiting reaping excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def test_a_timeout_kills_children_the_learner_started(learner):
+    with pytest.raises(client.LearnerTimeout):
+        learner.leaves_a_child(np.ones(1))
+    group = learner.workers[0].process.pid
+    deadline = time.monotonic() + 2
+    while living_members(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert living_members(group) == []
+
+
+def test_a_process_exit_is_an_error_not_a_pass(learner):
+    with pytest.raises(client.LearnerError, match="exit code 0"):
+        learner.exits(np.ones(1))
+    assert learner.double(np.ones(1)).tolist() == [2.0]
+
+
+def test_what_the_learner_printed_is_kept(learner):
+    learner.double(np.ones(1))
+    assert "imported" in learner.output()
+
+
+def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
+    (tmp_path / "l00_broken.py").write_text(textwrap.dedent("""\
+        import numpy as np
+
+        def f(x:
+            return x
+        """))
+    module = client.LearnerModule(tmp_path, "l00_broken")
+    try:
+        report = module.import_report()
+    finally:
+        module.close()
+    message = client.format_learner_error(report["error"])
+    assert not report["ok"] and "l00_broken.py, line 3" in message
+    assert "def f(x:" in message and "^" in message
