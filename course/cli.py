@@ -51,7 +51,8 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _session(workspace: str | None, create: bool = False):
-    from course import progress, workspace as ws
+    from course import progress
+    from course import workspace as ws
 
     try:
         return progress.open_session(workspace, create=create)
@@ -81,7 +82,8 @@ def init(
     directory: Annotated[Path, typer.Argument(help="Where to create it.")] = Path("workspace"),
 ) -> None:
     """Create a workspace with a fresh copy of every lesson file."""
-    from course import state, workspace as ws
+    from course import state
+    from course import workspace as ws
     from course.catalog import load_catalog
 
     try:
@@ -128,7 +130,8 @@ def check(
     else:
         from course import render
 
-        _show(render.notices(session), *[render.result_screen(l, r, session) for l, r in results])
+        screens = [render.result_screen(each, result, session) for each, result in results]
+        _show(render.notices(session), *screens)
     raise typer.Exit(0 if passed else 1)
 
 

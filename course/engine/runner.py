@@ -12,6 +12,7 @@ import os
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
 from course.engine import client
@@ -25,6 +26,9 @@ from course.engine.results import (
     combine,
     lesson_status,
 )
+
+if TYPE_CHECKING:
+    from course.engine.plugin import GradingPlugin
 
 TRUSTED_INI = Path(__file__).with_name("grading.ini")
 
@@ -84,7 +88,7 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
                 f"`course reset {lesson.number}` puts a fresh copy of the lesson there.")
 
 
-def grade(lesson: Lesson, source_dir: Path, limits: client.Limits | None = None,
+def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None = None,
           test_file: Path | None = None) -> LessonResult:
     """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests."""
     from course.engine.plugin import GradingPlugin

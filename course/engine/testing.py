@@ -27,12 +27,12 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
         derandomize=True,  # the same examples on every run: grades are reproducible
         database=None,  # never write .hypothesis/ into anyone's folder
         deadline=None,  # time is limited by the worker's own limits
-        max_examples=25,
+        max_examples=10,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
     )
 except ImportError:  # pragma: no cover
-    settings = None
+    settings = None  # type: ignore[assignment, misc]
 
 Mistakes = Mapping[str, Any]
 
@@ -69,7 +69,7 @@ def _type_name(value: Any) -> str:
 def _shape_in_letters(shape: tuple, expected: tuple, dims: tuple[str, ...]) -> str:
     """Read ``shape`` in the letters of ``expected`` where each size names one letter."""
     by_size: dict[int, list[str]] = {}
-    for size, letter in zip(expected, dims):
+    for size, letter in zip(expected, dims, strict=True):
         by_size.setdefault(size, []).append(letter)
     letters = []
     for size in shape:

@@ -8,7 +8,6 @@ happened, including exceptions with the learner's own frames, and which inputs a
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import sys
@@ -86,7 +85,7 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
         result = function(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
         return {"ok": False, "error": _describe_error(exc, source_dir)}, []
-    mutated = [i for i, (a, b) in enumerate(zip(arrays, before))
+    mutated = [i for i, (a, b) in enumerate(zip(arrays, before, strict=True))
                if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True)]
     out: list[np.ndarray] = []
     try:
