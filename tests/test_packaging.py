@@ -1,0 +1,57 @@
+"""A plain (non-editable) install carries skeletons and grading tests and grades outside a clone."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from course.catalog import load_catalog
+from tests.helpers import REPO, SOLUTIONS
+
+pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the dev extra)")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "-w", str(out), str(REPO)], check=True,
+                   capture_output=True)
+    return next(out.glob("*.whl"))
+
+
+def test_the_wheel_holds_catalog_skeletons_solutions_and_grading_tests(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "course/catalog.toml" in names
+    for lesson in load_catalog().available():
+        assert f"course/_data/lessons/{lesson.module}.py" in names
+        assert f"course/_data/solutions/{lesson.module}.py" in names
+        assert f"course/_data/grading/test_{lesson.module}.py" in names
+
+
+def test_an_installed_course_grades_a_workspace_far_from_the_clone(wheel, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=str(target), NO_COLOR="1")
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+
+    def course(*args):
+        return subprocess.run([sys.executable, "-m", "course", *args], cwd=away, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    assert course("init", "ws").returncode == 0
+    first = course("check", "1", "--json", "--workspace", "ws")
+    assert json.loads(first.stdout)["status"] == "not-started"
+    shutil.copy(SOLUTIONS / "l01_projections.py", away / "ws")
+    second = course("check", "1", "--json", "--workspace", "ws")
+    assert second.returncode == 0 and json.loads(second.stdout)["status"] == "passed"
+    imported_from = subprocess.run([sys.executable, "-c", "import course; print(course.__file__)"],
+                                   cwd=away, env=env, capture_output=True, text=True).stdout
+    assert imported_from.startswith(str(target))
