@@ -29,6 +29,10 @@ def shifts_input(x):
     x += 1
     return x
 
+def shifts_a_param(x, params):
+    params["w_k"] += 1
+    return x
+
 def pair(x):
     return x, {"n": 3, "half": x / 2}
 
@@ -100,6 +104,10 @@ def test_modifying_an_input_in_place_is_detected(learner):
     assert x.tolist() == [0.0, 0.0, 0.0]  # the grader's own copy is never touched
     learner.double(x)
     assert learner.mutated == []
+    learner.shifts_a_param(x, {"w_q": np.ones(2), "w_k": np.ones(2)})
+    assert learner.mutated == ["argument 2['w_k']"]
+    learner.shifts_a_param(x, params={"w_k": np.ones(2)})
+    assert learner.mutated == ["params['w_k']"]
 
 
 def test_an_exception_shows_the_learners_line_and_message(learner):

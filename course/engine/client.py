@@ -255,9 +255,12 @@ class LearnerModule:
         worker = self._worker
         assert worker is not None
         arrays: list[np.ndarray] = []
-        header = {"op": "call", "function": name, "args": protocol.encode(tuple(args), arrays),
-                  "kwargs": protocol.encode(dict(kwargs), arrays)}
-        labels = [f"argument {i + 1}" for i in range(len(args))] + list(kwargs)
+        labels: list[str] = []
+        header = {"op": "call", "function": name,
+                  "args": {"t": [protocol.encode(arg, arrays, 1, labels, f"argument {i + 1}")
+                                 for i, arg in enumerate(args)]},
+                  "kwargs": {"d": {key: protocol.encode(arg, arrays, 1, labels, key)
+                                   for key, arg in kwargs.items()}}}
         deadline = self._deadline(self.limits.call_seconds, name)
         try:
             worker.send(header, arrays)
@@ -273,12 +276,10 @@ class LearnerModule:
             raise LearnerError(message) from None
         if not response.get("ok"):
             raise self._problem(response.get("error") or {}, name)
-        self.mutated = [self._label(i, args, labels) for i in response.get("mutated", [])]
+        mutated = response.get("mutated", [])
+        self.mutated = [labels[i] if isinstance(i, int) and 0 <= i < len(labels) else "an input"
+                        for i in (mutated if isinstance(mutated, list) else [])]
         return protocol.decode(response["result"], out)
-
-    @staticmethod
-    def _label(index: int, args: tuple, labels: list[str]) -> str:
-        return labels[index] if index < len(labels) else f"array {index + 1}"
 
     def _problem(self, info: dict, name: str) -> LearnerProblem:
         if info.get("type") == "NotImplementedError":

@@ -20,7 +20,7 @@ exercise = pytest.mark.exercise
 """``@exercise("softmax")`` ties a test (or a class of tests) to one exercise of the catalog."""
 
 try:  # hypothesis is a dependency, but the engine must not fall over if it is missing
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
 
     settings.register_profile(
         "grading",
@@ -28,6 +28,9 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
         database=None,  # never write .hypothesis/ into anyone's folder
         deadline=None,  # time is limited by the worker's own limits
         max_examples=10,
+        # No shrinking: a failing property would otherwise re-call the learner's code hundreds
+        # of times (seconds per check) to find a smaller example.
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
         print_blob=False,
         suppress_health_check=list(HealthCheck),
     )
@@ -125,24 +128,27 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
     if not isinstance(actual, np.ndarray):
         raise AssertionError(f"{what} returned {_type_name(actual)}; expected a numpy array of "
                              f"shape {want} = {expected.shape}.")
-    known = diagnose(actual, mistakes)
+
+    def named(message: str) -> AssertionError:
+        return _fail(message, diagnose(actual, mistakes))  # variants computed only on failure
+
     if actual.shape != expected.shape:
         reads = ""
         if actual.ndim == expected.ndim and sorted(actual.shape) == sorted(expected.shape):
             reads = f", which reads as {_shape_in_letters(actual.shape, expected.shape, letters)}"
-        raise _fail(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
-                    f"got {actual.shape}{reads}.", known)
+        raise named(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
+                    f"got {actual.shape}{reads}.")
     want_dtype = np.dtype(dtype) if dtype is not None else expected.dtype
     if actual.dtype != want_dtype:
-        raise _fail(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
-                    "(keep the dtype of the inputs).", known)
+        raise named(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
+                    "(keep the dtype of the inputs).")
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
         if wrong.any():
             index = tuple(int(i) for i in np.argwhere(wrong)[0])
-            raise _fail(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
+            raise named(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
                         f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
-                        f"  got:\n{_fmt(actual)}", known)
+                        f"  got:\n{_fmt(actual)}")
         return
     default_rtol, default_atol = tolerances(want_dtype)
     rtol = default_rtol if rtol is None else rtol
@@ -170,7 +176,7 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
         lines.append(f"  got     {where} = {_fmt(actual[row])}")
     else:
         lines.append(f"  expected {float(expected):.6g}, got {float(actual):.6g}")
-    raise _fail("\n".join(lines), known)
+    raise named("\n".join(lines))
 
 
 def check_not_modified(lesson: Any, what: str) -> None:

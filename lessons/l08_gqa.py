@@ -1,0 +1,145 @@
+"""Lesson 8: grouped-query attention.
+
+The idea
+--------
+A language model generates one token at a time, and every new token attends to all the tokens
+before it. Recomputing their keys and values at every step would be wasteful, so they are kept in
+a KV cache (lesson 9): for every layer, every position and every head, one key and one value
+vector of K numbers. With multi-head attention (MHA) that is 2 * H * K numbers per position and
+layer, and at long contexts reading this cache, not the arithmetic, is what limits decoding speed.
+
+The queries need no cache: only the current token's query is ever used. So keep H query heads and
+let them share fewer key/value heads. Grouped-query attention (GQA, Ainslie et al. 2023) has G
+key/value heads, G dividing H, and lets each one serve a group of H // G consecutive query heads:
+
+    head_i = Attention(Q W_Qi, K W_K,g(i), V W_V,g(i)),    g(i) = i // (H // G)
+
+    H = 6 query heads, G = 3 key/value heads (groups of H // G = 2):
+        query head   0  1  2  3  4  5
+        kv head      0  0  1  1  2  2
+
+Its two ends are the attentions you know: G = H is plain multi-head attention (each query head
+has its own key/value head, g(i) = i), and G = 1 is multi-query attention (MQA, Shazeer 2019: one
+key/value head shared by every query head). In between, the cache shrinks by a factor H / G while
+the model keeps most of MHA's quality, which MQA tends to lose. Llama 2 70B, for instance, has
+H = 64 query heads and G = 8 key/value heads of width K = 128: its KV cache is 8 times smaller
+than with MHA. The key and value projections shrink too: w_k and w_v are (D, G*K), not (D, D).
+
+Ainslie et al. also show how to get a GQA model without training one from scratch: take an MHA
+checkpoint, mean-pool the key and value projection matrices of the heads in each group into one
+head, and continue training for a small fraction (about 5%) of the original steps ("uptraining").
+
+Repeat-interleave, never tile
+-----------------------------
+The simplest way to compute GQA is to copy every key/value head H // G times, so that k and v
+have H heads like q, and then to run ordinary multi-head attention. The copies must come in the
+order of the groups, each head repeated in place:
+
+    np.repeat(k, 2, axis=1)         heads 0, 0, 1, 1, 2, 2     right: query head i gets i // 2
+    np.tile(k, (1, 2, 1, 1))        heads 0, 1, 2, 0, 1, 2     wrong: query head i gets i % 3
+
+Both give arrays of the same shape and numbers of the same size, so the wrong one runs without
+complaint: it pairs query heads with key/value heads the model was never trained with. The order
+is a convention the weights were trained under (Llama's repeat_kv, PyTorch's
+repeat_interleave), not a choice you can make afterwards. Real kernels do not copy at all, they
+read the shared head in place, but the numbers are the same.
+
+Conventions (the same in every lesson)
+--------------------------------------
+    B batch    T query positions    S key/value positions    D model width    H query heads
+    G key/value heads (G divides H)    K head width (D // H)
+
+- Arrays are batch first: x_q is (B, T, D), x_kv is (B, S, D). Heads are axis 1: (B, H, T, K).
+- Weights are stored (d_in, d_out) and applied as x @ w + b. params is a dict: w_q (D, H*K),
+  w_k and w_v (D, G*K), w_o (H*K, D), optional b_q (H*K,), b_k and b_v (G*K,), b_o (D,); a bias
+  that is absent or None is not added. Query head i owns columns i*K:(i+1)*K of w_q, key/value
+  head g owns columns g*K:(g+1)*K of w_k and w_v.
+- Masks are boolean, True = may attend, broadcastable to (B, T, S) or (T, S). A query that may
+  attend no key gets all-zero weights and an all-zero attention output, never NaN.
+- The scale is 1/sqrt(K), K the head width: sharing key/value heads changes nothing there.
+- Functions never modify their inputs, and return the dtype of their inputs (float32 stays
+  float32).
+
+This lesson uses your linear (lesson 1), scaled_dot_product_attention (lesson 3), split_heads and
+merge_heads (lesson 5): finish those first. PyTorch computes the same attention with
+`torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)`,
+q (B, H, T, K), k and v (B, G, S, K), the mask with its head axis (B, 1, T, S): it
+repeat-interleaves k and v itself.
+
+Edit this file, then run `course check 8`.
+"""
+
+import numpy as np
+from l01_projections import linear  # your linear from lesson 1
+from l03_attention import scaled_dot_product_attention  # your attention from lesson 3
+from l05_heads import merge_heads, split_heads  # your head reshapes from lesson 5
+
+
+def kv_head_for_query_head(n_heads, n_kv_heads):
+    """Which key/value head each query head uses: query head i -> i // (H // G).
+
+    n_heads:    H, the number of query heads
+    n_kv_heads: G, the number of key/value heads; must divide H
+    returns     an integer array (H,): entry i is the key/value head of query head i
+    raises      ValueError naming both numbers when G does not divide H
+
+    TODO:
+      1. If n_heads % n_kv_heads is not 0, raise a ValueError that names both numbers, e.g.
+         ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}").
+      2. The group size, the number of query heads per key/value head, is n_heads // n_kv_heads.
+      3. Return np.arange(n_heads) // group. Use `//`: the result indexes arrays, so it must stay
+         integer. (Not np.arange(n_heads) % n_kv_heads: that deals the heads out in turn,
+         0, 1, 2, 0, 1, 2, instead of grouping consecutive ones.)
+    """
+    raise NotImplementedError
+
+
+def repeat_kv(x, n_rep):
+    """Repeat every key/value head n_rep times in place: heads 0, 0, 1, 1, ... (not 0, 1, 0, 1).
+
+    x:     (B, G, S, K)   keys or values with G heads
+    n_rep: how many query heads share each key/value head, H // G
+    returns (B, G*n_rep, S, K) where out[:, h] == x[:, h // n_rep]
+
+    TODO:
+      1. Unpack B, G, S, K = x.shape (handy to check your shapes).
+      2. Return np.repeat(x, n_rep, axis=1): (B, G, S, K) -> (B, G*n_rep, S, K). Give the axis:
+         without it np.repeat flattens the array, and axis 1 is the heads.
+         Not np.tile(x, (1, n_rep, 1, 1)): it repeats the whole block of heads, 0, 1, 0, 1.
+    """
+    raise NotImplementedError
+
+
+def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
+    """Grouped-query attention: H query heads share G key/value heads. Returns (out, weights).
+
+    x_q:        (B, T, D)   the sequence the queries come from
+    x_kv:       (B, S, D)   the sequence the keys and values come from
+    params:     dict with w_q (D, H*K), w_k and w_v (D, G*K), w_o (H*K, D), optional biases
+                b_q (H*K,), b_k and b_v (G*K,), b_o (D,)
+    n_heads:    H
+    n_kv_heads: G, must divide H (G = H is multi-head attention, G = 1 is multi-query attention)
+    mask:       booleans broadcastable to (B, T, S) or (T, S), True = may attend; None = everywhere
+    returns (out, weights):
+      out     (B, T, D)     Concat(head_1, ..., head_H) W_O + b_o
+      weights (B, H, T, S)  one attention map per QUERY head
+    raises ValueError naming the numbers when G does not divide H or H does not divide D
+
+    TODO:
+      1. Unpack B, T, D = x_q.shape and S = x_kv.shape[1]; call H = n_heads, G = n_kv_heads.
+      2. Check the sizes before computing anything: if H % G, raise
+         ValueError(f"n_heads={H} is not divisible by n_kv_heads={G}"); if D % H, raise a
+         ValueError naming D and H the same way. n_rep = H // G (not G // H).
+      3. Project as in lesson 6, with linear and params.get("b_q") etc. (None when absent):
+         q from x_q with w_q -> (B, T, H*K); k and v from x_kv with w_k, w_v -> (B, S, G*K).
+      4. split_heads: q into H heads (B, H, T, K); k and v into G heads (B, G, S, K).
+      5. Repeat BOTH k and v with repeat_kv(..., n_rep): (B, G, S, K) -> (B, H, S, K).
+      6. If a mask is given, broadcast it to (B, T, S) and give it a head axis: mask[:, None] is
+         (B, 1, T, S), the same for every head.
+      7. heads, weights = scaled_dot_product_attention(q, k, v, mask): its default scale is
+         1/sqrt(K), K = q.shape[-1], the head width, which is right here (not D, not G*K).
+         The weights are (B, H, T, S): keep one map per query head.
+      8. merge_heads(heads) -> (B, T, H*K), then linear with w_o and b_o -> (B, T, D).
+      9. Return (out, weights).
+    """
+    raise NotImplementedError

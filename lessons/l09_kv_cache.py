@@ -1,0 +1,154 @@
+"""Lesson 9: the KV cache.
+
+The idea
+--------
+A language model writes one token at a time. To choose token t+1 it runs on tokens 0..t, to
+choose token t+2 on tokens 0..t+1, and so on. Under a causal mask position j only ever looks at
+positions <= j, so what a layer computes for position j, its key k_j and its value v_j included,
+is the same at every later step. Recomputing them for the whole prefix at every step is waste.
+A KV cache keeps the keys and values of every position seen so far; each step then projects
+ONLY the new token, appends its key and value, and lets its query attend to the whole cache:
+
+    q = x_t W_Q,   k = x_t W_K,   v = x_t W_V              the new token only
+    cache_k = [cache_k ; k],   cache_v = [cache_v ; v]      append along the positions S
+    out_t = softmax(q cache_k^T / sqrt(K)) cache_v, then W_O  every cached position, its own too
+
+out_t is exactly the last row of full causal attention over the whole sequence, for the price of
+one query row instead of a whole (T, T) attention map: over N tokens the attention work grows like
+N^2 instead of N^3, and the projections like N instead of N^2. Only keys and values are cached:
+an old query is never needed again.
+
+The cache has the shape (B, G, S, K): batch, key/value heads, positions, head width. With
+grouped-query attention (lesson 8) it holds the G key/value heads, never the H copies repeated
+for the query heads: repeat_kv runs at attention time, on the fly. That is what GQA is for: it
+shrinks the cache, the memory that grows with every token (Ainslie et al. 2023).
+
+What a cache costs
+------------------
+Every layer stores, for every position and every key/value head, one key and one value of
+head_dim numbers:
+
+    bytes = 2 * batch * seq_len * n_layers * n_kv_heads * head_dim * bytes_per_value
+
+2 for K and V; bytes_per_value is 2 in fp16 or bf16 (the default), 4 in fp32, 1 in int8.
+
+GPT-3 175B (Brown et al. 2020): 96 layers, 96 heads of head_dim 128 (d_model 12,288 = 96 * 128),
+plain multi-head attention (G = H = 96). One token in fp16:
+
+    2 * 96 layers * 96 heads * 128 * 2 bytes = 4,718,592 bytes = 4.5 MiB, about 4.7 MB per token.
+
+Its 2,048-token context is 9 GiB of cache for ONE sequence; an 80 GiB GPU holding nothing but
+cache fits 18,204 tokens. Had GPT-3 used GQA-8 (the 96 query heads sharing 8 key/value heads),
+its cache would be 96 / 8 = 12 times smaller: 393,216 bytes (384 KiB) per token.
+
+Llama 2 70B (Touvron et al. 2023) does use GQA: 80 layers, 64 query heads sharing 8 key/value
+heads, head_dim 128:
+
+    2 * 80 layers * 8 kv heads * 128 * 2 bytes = 327,680 bytes = 320 KiB per token,
+
+so 80 GiB hold 262,144 tokens of cache: a batch of 64 sequences at the full 4,096-token context.
+With 64 key/value heads (plain MHA) it would be 8 times more, 2.5 MiB per token: only 32,768
+tokens, a batch of 8. (The weights need memory too: 70B parameters in fp16 are 140 GB, spread
+over several GPUs. The cache, not the weights, is what limits batch size and context length.)
+
+Several new tokens at once
+--------------------------
+The prompt is usually fed in one go (the "prefill"), and some servers append chunks of tokens.
+Then x_t is (B, T_new, D), and the T_new new queries are the LAST T_new of the S + T_new
+positions: new query i sees every cached position and the new positions up to itself. That is
+lesson 4's causal_mask(T_new, S + T_new), aligned bottom-right. (PyTorch's is_causal=True is
+aligned top-left; it agrees only when T == S, e.g. a prefill from an empty cache.)
+
+Conventions (the same in every lesson)
+--------------------------------------
+    B batch    T query positions    S key/value positions    D model width
+    H query heads    G key/value heads (G divides H)    K head width (D // H)
+
+- Arrays are batch first: x_t is (B, T_new, D); caches are (B, G, S, K); an empty cache has S = 0,
+  e.g. np.zeros((B, G, 0, K)).
+- Parameters are a dict: w_q (D, H*K), w_k (D, G*K), w_v (D, G*K), w_o (H*K, D), optional
+  b_q, b_k, b_v, b_o, applied as x @ w + b. Head h owns columns h*K:(h+1)*K.
+- Query head h uses key/value head h // (H // G) (lesson 8's repeat-interleave).
+- The default scale is 1/sqrt(K), K the head width, not the model width D.
+- Functions never modify their inputs (the caches passed in included), and return the dtype of
+  their inputs.
+
+This lesson uses your earlier lessons: linear (1), scaled_dot_product_attention (3),
+causal_mask (4), split_heads and merge_heads (5), repeat_kv (8). Finish those first.
+
+Edit this file, then run `course check 9`.
+"""
+
+import numpy as np
+from l01_projections import linear  # your lesson 1
+from l03_attention import scaled_dot_product_attention  # your lesson 3
+from l04_masks import causal_mask  # your lesson 4
+from l05_heads import merge_heads, split_heads  # your lesson 5
+from l08_gqa import repeat_kv  # your lesson 8
+
+
+def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value=2):
+    """Bytes of a KV cache: keys and values of every layer, key/value head and position.
+
+    batch:           B, sequences decoded together
+    seq_len:         S, positions cached per sequence
+    n_layers:        attention layers, each with its own cache
+    n_kv_heads:      G, key/value heads per layer (H for multi-head attention, 1 for MQA)
+    head_dim:        K, numbers per key (and per value)
+    bytes_per_value: 2 for fp16/bf16 (the default), 4 for fp32, 1 for int8
+    returns an int: 2 * batch * seq_len * n_layers * n_kv_heads * head_dim * bytes_per_value
+
+    Check yourself: GPT-3 175B (96 layers, 96 heads, head_dim 128) in fp16 needs
+    kv_cache_bytes(1, 1, 96, 96, 128) == 4_718_592 bytes for every token of every sequence.
+
+    TODO:
+      1. Count the numbers one layer stores for one sequence and one position: a key and a value
+         (that is the 2) for each of the n_kv_heads heads, head_dim numbers each.
+      2. Multiply by the positions (seq_len), the sequences (batch) and the layers (n_layers).
+      3. Multiply by bytes_per_value and return the product. With int arguments, `*` keeps it an
+         exact Python int.
+    """
+    raise NotImplementedError
+
+
+def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
+    """One decoding step with a KV cache. Returns (out_t, cache_k, cache_v), the caches extended.
+
+    x_t:        (B, T_new, D)   the new token(s); usually T_new = 1
+    cache_k:    (B, G, S, K)    keys of the S positions seen so far (S = 0: empty cache)
+    cache_v:    (B, G, S, K)    their values
+    params:     dict of w_q (D, H*K), w_k (D, G*K), w_v (D, G*K), w_o (H*K, D), optional biases
+    n_heads:    H, query heads
+    n_kv_heads: G, key/value heads (G divides H)
+    returns (out_t, cache_k, cache_v):
+      out_t    (B, T_new, D)       what grouped-query attention outputs at the new positions
+      cache_k  (B, G, S + T_new, K)  the old keys, then the new ones (new arrays)
+      cache_v  (B, G, S + T_new, K)
+
+    Decoding a sequence x (B, T, D) token by token from an empty cache, x[:, t:t+1] at step t,
+    gives at step t exactly row t of lesson 8's
+    grouped_query_attention(x, x, params, H, G, mask=causal_mask(T)).
+
+    TODO:
+      1. Unpack the sizes: B, T_new, D = x_t.shape and _, G, S, K = cache_k.shape; H = n_heads.
+         If H % n_kv_heads != 0, or the caches do not have n_kv_heads heads on axis 1, raise a
+         ValueError naming the numbers.
+      2. Project the new tokens only, with linear (lesson 1): q = linear(x_t, w_q, b_q) and the
+         same for k (w_k, b_k) and v (w_v, b_v). The biases are optional: params.get("b_q").
+      3. Split into heads with split_heads (lesson 5): q (B, T_new, H*K) -> (B, H, T_new, K);
+         k and v (B, T_new, G*K) -> (B, G, T_new, K): G heads, not H.
+      4. Append along the positions, axis 2: np.concatenate([cache_k, k], axis=2) gives
+         (B, G, S + T_new, K); the same for v. These are new arrays: never write into the caches
+         passed in (the caller may still need them).
+      5. Repeat the extended caches to H heads with repeat_kv(cache, H // G) (lesson 8), for
+         attention only: the caches you return keep their G heads.
+      6. Build the mask causal_mask(T_new, S + T_new) (lesson 4): new query i sees every cached
+         position and the new positions up to itself, its OWN key and value included. For
+         T_new = 1 it allows everything.
+      7. out, _ = scaled_dot_product_attention(q, k_rep, v_rep, mask) (lesson 3), with the default
+         scale 1/sqrt(K): (B, H, T_new, K).
+      8. merge_heads (lesson 5): (B, H, T_new, K) -> (B, T_new, H*K), then linear with w_o, b_o:
+         -> (B, T_new, D).
+      9. Return (out_t, new cache_k, new cache_v), in that order.
+    """
+    raise NotImplementedError

@@ -1,0 +1,433 @@
+"""Grading tests for lesson 7 (l07_why_heads): count_parameters, two_head_weights.
+
+count_parameters is compared with a count made from the list of parameter shapes; the known
+wrong counts (biases forgotten, W_O forgotten, W_K and W_V counted D x D under GQA, every head
+counted with its own D x D matrices) are recognised by value and named.
+
+two_head_weights is MEASURED: the returned params go through this file's own multi-head attention
+(a slow loop over sequences, heads, queries and keys) on random token sequences, and the output is
+compared with the target at every graded position t >= 2. When it misses, the message says what
+each half of the output holds instead (the token 0, 1 or 2 back, a position code, a blur) and
+whether a head's attention is too soft. Sizes are all different (V=5, L=7, K=12, D=24, B=40).
+"""
+
+import math
+import re
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course.engine.client import LearnerError
+from course.engine.testing import KnownMistake, check_scalar, exercise
+
+TOL = 1e-3  # largest error allowed at a graded position
+FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded
+V, L = 5, 7  # vocab_size, max_len: K = V + L = 12, D = 2 * K = 24
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# ---------------------------------------------------------------- count_parameters
+def shapes_of_layer(d, h, g, bias):
+    """Oracle: every parameter's shape, from the conventions (w_q (D, H*K), w_k (D, G*K), ...)."""
+    k = d // h
+    shapes = {"w_q": (d, h * k), "w_k": (d, g * k), "w_v": (d, g * k), "w_o": (h * k, d)}
+    if bias:
+        shapes.update({"b_q": (h * k,), "b_k": (g * k,), "b_v": (g * k,), "b_o": (d,)})
+    return shapes
+
+
+def count_oracle(d, h, g=None, bias=True):
+    g = h if g is None else g
+    return sum(math.prod(shape) for shape in shapes_of_layer(d, h, g, bias).values())
+
+
+def count_mistakes(d, h, g=None, bias=True):
+    """Known wrong counts, by value -> the sentence that names the mistake."""
+    g = h if g is None else g
+    k = d // h
+    b = 1 if bias else 0
+    right = count_oracle(d, h, g, bias)
+    wrong = {
+        2 * d * d + 2 * d * g * k: "the biases are not counted (b_q, b_k, b_v and b_o have "
+                                   "D + G*K + G*K + D entries together)",
+        4 * d * d + 4 * d * b: "W_K and W_V were counted as D x D, but with G key/value heads they "
+                               "are D x (G*K)",
+        d * d + 2 * d * g * k + b * (d + 2 * g * k): "W_O (and b_o) are not counted: the layer "
+                                                     "ends with the (H*K, D) output projection",
+        d * d + 2 * d * g * k + b * (2 * d + 2 * g * k): "W_O is not counted: the layer ends with "
+                                                         "the (H*K, D) output projection",
+        h * right: "every head was counted with the whole layer's parameters: the count changes "
+                   "with the number of heads",
+        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k)) + d * d + b * d:
+            "every head was counted with its own D x D matrices: the count changes with the "
+            "number of heads, but head h only owns K = D // H columns of each matrix",
+        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): "W_K and W_V were counted as D x G instead of "
+                                                     "D x (G*K)",
+        2 * d * d + 2 * d * g * k + b * 4 * d: "b_k and b_v were counted with D entries each, but "
+                                               "they have G*K",
+    }
+    return {value: text for value, text in wrong.items() if value != right and text}
+
+
+def check_count(actual, d, h, g=None, bias=True):
+    what = f"count_parameters({d}, {h}" + (f", n_kv_heads={g}" if g is not None else "") + \
+        (", bias=False" if not bias else "") + ")"
+    expected = count_oracle(d, h, g, bias)
+    if isinstance(actual, np.ndarray) and actual.ndim == 0:
+        actual = actual.item()
+    if isinstance(actual, float) and actual == expected:
+        raise KnownMistake(f"{what} returned the float {actual!r}; a count is an int. Use // "
+                           "(integer division) for K = D // H: / always gives a float.",
+                           "the count is a float: / was used where // was needed")
+    if isinstance(actual, (int, np.integer)) and not isinstance(actual, bool) and actual != expected:
+        known = count_mistakes(d, h, g, bias).get(int(actual))
+        if known:
+            raise KnownMistake(f"{what} returned {actual}; expected {expected}.\n"
+                               f"This looks like a known mistake: {known}.", known)
+    check_scalar(actual, expected, what=what)
+    assert isinstance(actual, (int, np.integer)), (
+        f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int.")
+
+
+def value_error_line(call):
+    """Run call(); the learner's exception line if it raised, else None (and the value)."""
+    try:
+        value = call()
+    except LearnerError as exc:
+        return str(exc).strip().splitlines()[-1], None
+    return None, value
+
+
+def names_number(line, n):
+    return re.search(rf"(?<![0-9.]){n}(?![0-9.])", line) is not None
+
+
+@exercise("count_parameters")
+class TestCountParameters:
+    def test_count_parameters_of_multi_head_attention_is_4dd_plus_4d(self, lesson):
+        # D=12, H=3 (K=4): W_Q, W_K, W_V, W_O 12 x 12 = 4 * 144 = 576, biases 4 * 12 = 48: 624
+        check_count(lesson.count_parameters(12, 3), 12, 3)
+
+    def test_count_parameters_without_bias_is_4dd(self, lesson):
+        # D=20, H=5: 4 * 400 = 1600
+        check_count(lesson.count_parameters(20, 5, bias=False), 20, 5, bias=False)
+
+    def test_count_parameters_is_the_same_for_every_number_of_heads(self, lesson):
+        d = 24
+        counts = {h: lesson.count_parameters(d, h) for h in (1, 2, 3, 4, 6, 8, 12, 24)}
+        values = {h: (c.item() if isinstance(c, np.ndarray) else c) for h, c in counts.items()}
+        assert len(set(values.values())) == 1, (
+            f"count_parameters({d}, H) for H = 1, 2, 3, 4, 6, 8, 12, 24 gives "
+            f"{list(values.values())}: it changes with the number of heads. It should not: W_Q and "
+            "W_O are (D, H*K) and (H*K, D) with H*K = D, and W_K, W_V are (D, H*K) too in "
+            "multi-head attention. The heads split the D features, they do not multiply them: "
+            f"the count is 4*D*D + 4*D = {count_oracle(d, 1)} for every H.")
+        check_count(counts[4], d, 4)
+
+    def test_count_parameters_under_gqa_counts_w_k_and_w_v_as_d_by_gk(self, lesson):
+        # D=16, H=8, G=2, K=2: W_Q, W_O 2 * 256 = 512; W_K, W_V 2 * 16*4 = 128;
+        # biases 16 + 4 + 4 + 16 = 40: 680
+        check_count(lesson.count_parameters(16, 8, n_kv_heads=2), 16, 8, 2)
+
+    def test_count_parameters_of_multi_query_attention(self, lesson):
+        # D=12, H=4, G=1, K=3: 2 * 144 + 2 * 12*3 = 360 weights, 12 + 3 + 3 + 12 = 30 biases: 390
+        check_count(lesson.count_parameters(12, 4, n_kv_heads=1), 12, 4, 1)
+        # and without bias: 360
+        check_count(lesson.count_parameters(12, 4, n_kv_heads=1, bias=False), 12, 4, 1, bias=False)
+
+    def test_count_parameters_with_n_kv_heads_none_or_equal_to_n_heads_is_mha(self, lesson):
+        check_count(lesson.count_parameters(30, 6, n_kv_heads=None), 30, 6)
+        check_count(lesson.count_parameters(30, 6, n_kv_heads=6), 30, 6, 6)
+
+    def test_count_parameters_raises_value_error_when_d_is_not_divisible_by_h(self, lesson):
+        line, value = value_error_line(lambda: lesson.count_parameters(10, 4))
+        assert line is not None, (
+            f"count_parameters(10, 4) returned {value!r}; it should raise ValueError: d_model=10 "
+            "is not divisible by n_heads=4, so there is no whole head width K = D // H.")
+        assert line.startswith("ValueError"), (
+            f"count_parameters(10, 4) raised `{line}`; it should raise ValueError (raise it "
+            "yourself before computing anything, with a message that names 10 and 4).")
+        assert names_number(line, 10) and names_number(line, 4), (
+            f"count_parameters(10, 4) raised `{line}`: the message should name both numbers, "
+            "d_model=10 and n_heads=4, so the caller sees what does not divide.")
+
+    def test_count_parameters_raises_value_error_when_h_is_not_divisible_by_g(self, lesson):
+        line, value = value_error_line(lambda: lesson.count_parameters(30, 6, n_kv_heads=4))
+        assert line is not None, (
+            f"count_parameters(30, 6, n_kv_heads=4) returned {value!r}; it should raise "
+            "ValueError: n_heads=6 is not divisible by n_kv_heads=4, so the query heads cannot be "
+            "shared out equally among the key/value heads.")
+        assert line.startswith("ValueError"), (
+            f"count_parameters(30, 6, n_kv_heads=4) raised `{line}`; it should raise ValueError "
+            "with a message that names 6 and 4.")
+        assert names_number(line, 6) and names_number(line, 4), (
+            f"count_parameters(30, 6, n_kv_heads=4) raised `{line}`: the message should name "
+            "both numbers, n_heads=6 and n_kv_heads=4.")
+
+    @given(k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans(),
+           gqa=st.booleans())
+    def test_count_parameters_matches_the_parameter_shapes(self, lesson, k, g, rep, bias, gqa):
+        h = g * rep
+        d = h * k
+        g_arg = g if gqa else None
+        check_count(lesson.count_parameters(d, h, n_kv_heads=g_arg, bias=bias), d, h, g_arg, bias)
+
+
+# ---------------------------------------------------------------- two_head_weights: oracles
+def inputs(tokens, v, ln):
+    """x[b, t] = [one_hot(token) (V) | one_hot(t) (L) | zeros (V + L)], one element at a time."""
+    n_b, n_t = tokens.shape
+    x = np.zeros((n_b, n_t, 2 * (v + ln)))
+    for b in range(n_b):
+        for t in range(n_t):
+            x[b, t, tokens[b, t]] = 1.0
+            x[b, t, v + t] = 1.0
+    return x
+
+
+def targets(tokens, v, ln):
+    """y[b, t]: token t-1 one-hot in features 0:V, token t-2 in K:K+V (K = V + L), for t >= 2."""
+    n_b, n_t = tokens.shape
+    k = v + ln
+    y = np.zeros((n_b, n_t, 2 * k))
+    for b in range(n_b):
+        for t in range(FIRST_GRADED, n_t):
+            y[b, t, tokens[b, t - 1]] = 1.0
+            y[b, t, k + tokens[b, t - 2]] = 1.0
+    return y
+
+
+def multi_head_loop(x, params, n_heads):
+    """Oracle: causal self-attention, sequence by sequence, head by head, query by query.
+
+    Course conventions: w_q (D, H*K) etc., head h owns columns h*K:(h+1)*K, optional biases,
+    scores scaled by 1/sqrt(K), softmax over the keys s <= t. Returns out (B, T, D) and
+    weights (B, H, T, T).
+    """
+    n_b, n_t, _ = x.shape
+    w_q, w_k, w_v, w_o = (params[n] for n in ("w_q", "w_k", "w_v", "w_o"))
+    zeros = np.zeros(w_q.shape[1])
+    b_q, b_k, b_v = (params.get(n, zeros) for n in ("b_q", "b_k", "b_v"))
+    b_o = params.get("b_o", np.zeros(w_o.shape[1]))
+    k = w_q.shape[1] // n_heads
+    out = np.zeros((n_b, n_t, w_o.shape[1]))
+    weights = np.zeros((n_b, n_heads, n_t, n_t))
+    for b in range(n_b):
+        q_all = x[b] @ w_q + b_q  # (T, H*K)
+        k_all = x[b] @ w_k + b_k
+        v_all = x[b] @ w_v + b_v
+        concat = np.zeros((n_t, n_heads * k))
+        for h in range(n_heads):
+            cols = slice(h * k, (h + 1) * k)
+            for t in range(n_t):
+                scores = [float(q_all[t, cols] @ k_all[s, cols]) / math.sqrt(k) for s in range(t + 1)]
+                top = max(scores)
+                e = [math.exp(sc - top) for sc in scores]
+                total = sum(e)
+                for s in range(t + 1):
+                    weights[b, h, t, s] = e[s] / total
+                    concat[t, cols] += weights[b, h, t, s] * v_all[s, cols]
+        out[b] = concat @ w_o + b_o
+    return out, weights
+
+
+# ---------------------------------------------------------------- two_head_weights: checks
+def checked_params(params, v, ln, what):
+    """The learner's params as float64 arrays, after checking keys, shapes and finiteness."""
+    k = v + ln
+    d = 2 * k
+    assert isinstance(params, dict), (
+        f"{what} returned {type(params).__name__}; expected a dict of arrays with the keys "
+        "w_q, w_k, w_v, w_o (and optionally b_q, b_k, b_v, b_o).")
+    missing = [n for n in ("w_q", "w_k", "w_v", "w_o") if n not in params]
+    assert not missing, f"{what} has no {', '.join(missing)}: the dict needs w_q, w_k, w_v, w_o."
+    out = {}
+    for name, value in params.items():
+        if value is None and name.startswith("b_"):
+            continue
+        if name not in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"):
+            continue
+        want = (d, d) if name.startswith("w_") else (d,)
+        assert isinstance(value, np.ndarray) and value.dtype.kind in "biuf", (
+            f"{what}['{name}'] is not a numpy array of numbers.")
+        assert value.shape == want, (
+            f"{what}['{name}'] has shape {value.shape}; expected {want}: D = 2 * (V + L) = "
+            f"2 * ({v} + {ln}) = {d}, with H = 2 heads of width K = V + L = {k}, so every "
+            f"weight is (D, H*K) or (H*K, D) = ({d}, {d}).")
+        assert np.isfinite(value).all(), f"{what}['{name}'] holds NaN or inf values."
+        out[name] = value.astype(np.float64)
+    return out
+
+
+def half_candidates(tokens, v, ln):
+    """What a half of the output may hold instead of its token: {key: (array, what it holds)}.
+
+    Each array is (B, T-2, K): the graded positions t >= 2, the K features of one half.
+    """
+    n_b, n_t = tokens.shape
+    k = v + ln
+    ts = range(FIRST_GRADED, n_t)
+    found = {}
+    for back in (0, 1, 2):
+        tok, pos, pos_slot = (np.zeros((n_b, len(ts), k)) for _ in range(3))
+        for b in range(n_b):
+            for i, t in enumerate(ts):
+                tok[b, i, tokens[b, t - back]] = 1.0  # the token code, in the first V features
+                pos[b, i, t - back] = 1.0  # a position code, in the first L features
+                pos_slot[b, i, v + t - back] = 1.0  # a position code, where x keeps it
+        found[("token", back)] = (tok, f"the token {back} back")
+        found[("position", back)] = (pos, f"the position code of the token {back} back")
+        found[("position slot", back)] = (pos_slot, f"the position code of the token {back} back")
+        found[("whole", back)] = (tok + pos_slot, f"the token {back} back AND its position code")
+    found[("blend", 0)] = ((found[("token", 1)][0] + found[("token", 2)][0]) / 2,
+                           "an even blend of the tokens 1 and 2 back")
+    found[("zeros", 0)] = (np.zeros((n_b, len(ts), k)), "nothing (all zeros)")
+    return found
+
+
+HALF_NAMES = ("the first half", "the second half")
+
+
+def explain(out, weights, tokens, v, ln):
+    """(sentences that say what is wrong, the name of the mistake or ''), from what each half of
+    the output holds and from how sharp each head's attention is."""
+    k = v + ln
+    graded = out[:, FIRST_GRADED:]
+    candidates = half_candidates(tokens, v, ln)
+    holds, shares = [], []
+    for h in (0, 1):
+        half = graded[..., h * k:(h + 1) * k]
+        # the share of graded positions at which the half equals each candidate
+        share = {key: float((np.abs(half - arr).max(axis=-1) < 0.05).mean())
+                 for key, (arr, _) in candidates.items()}
+        best = max(share, key=share.get)
+        holds.append(best if share[best] >= 0.5 else None)
+        shares.append(share[best])
+    lines, mistakes = [], []
+    for h, key in enumerate(holds):
+        if key is None or key == ("token", h + 1):
+            continue
+        kind, back = key
+        where = f"{HALF_NAMES[h].capitalize()} (features {h * k}:{(h + 1) * k})"
+        often = "" if shares[h] == 1 else f" (at {shares[h]:.0%} of the graded positions)"
+        if kind == "token" and back == 0:
+            mistakes.append("a head attends to the current token: its keys are not shifted")
+            lines.append(f"{where} holds the token 0 back instead of {h + 1} back{often}: the "
+                         "current token. A key must match the query of a LATER position: the key "
+                         "of position s is e_(s + offset), not e_s.")
+        elif kind == "token":
+            mistakes.append(f"{HALF_NAMES[h]} holds the token {back} back instead of {h + 1} back")
+            lines.append(f"{where} holds the token {back} back instead of {h + 1} back{often}.")
+        elif kind.startswith("position"):
+            mistakes.append("the values copy the position code instead of the token")
+            lines.append(f"{where} should hold the token {h + 1} back but holds "
+                         f"{candidates[key][1]}{often}: the values must copy the token part of x "
+                         "(rows 0:V of W_V), not its position part.")
+        elif kind == "whole":
+            mistakes.append("the values copy the whole [token | position] code")
+            lines.append(f"{where} holds {candidates[key][1]}{often}: the values copied the whole "
+                         "[token | position] code of x, but only the token belongs in the output "
+                         "(every feature but the token's V must be 0).")
+        else:
+            lines.append(f"{where} should hold the token {h + 1} back but holds "
+                         f"{candidates[key][1]}{often}.")
+    if holds == [("token", 2), ("token", 1)]:
+        mistakes.insert(0, "the halves are swapped")
+        lines.append("The halves are swapped: the head that looks 1 back must write the first "
+                     "half (features 0:K) and the head that looks 2 back the second half.")
+    elif holds[0] == holds[1] and holds[0] is not None and holds[0][0] == "token":
+        mistakes.insert(0, "both heads look at the same offset")
+        lines.append(f"Both halves hold the token {holds[0][1]} back: both heads look at the same "
+                     "offset. Head 1's keys must be shifted by one position, head 2's by two.")
+    peaks = weights[:, :, FIRST_GRADED:].max(axis=-1)  # (B, H, T-2): each query's largest weight
+    soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-4]
+    if soft:
+        mistakes.append("the attention is too soft: the scores are not far enough apart")
+        b, h, i = np.unravel_index(int(np.argmin(peaks)), peaks.shape)
+        share = float((peaks[:, soft] < 1 - 1e-4).mean())
+        heads = " and ".join(f"head {s + 1}" for s in soft)
+        lines.append(
+            f"The attention is too soft in {heads}, at {share:.0%} of the graded positions: "
+            f"head {h + 1}'s largest weight at position {i + FIRST_GRADED} of sequence {b} is only "
+            f"{peaks[b, h, i]:.3f}, where it should be 1 up to about 1e-6. The key a head should "
+            "attend to must score far above every other key: after the 1/sqrt(K) scaling, SCORE "
+            f"= 50 for it (query weight SCORE * sqrt(K) = {50 * math.sqrt(k):.4g}) and 0 for the "
+            "others. Does every position's query have a key that matches it?")
+    return lines, (mistakes[0] if mistakes else "")
+
+
+def check_two_heads(lesson, tokens, v, ln, expected=None):
+    """Run the learner's params through the oracle on `tokens` and compare with the target."""
+    what = f"two_head_weights({v}, {ln})"
+    params = checked_params(lesson.two_head_weights(v, ln), v, ln, what)
+    k = v + ln
+    out, weights = multi_head_loop(inputs(tokens, v, ln), params, 2)
+    y = targets(tokens, v, ln) if expected is None else expected
+    assert np.isfinite(out).all(), (
+        f"multi-head attention with {what} gives NaN or inf: are the scores so large that "
+        "exp overflows? Scores of SCORE = 50 are plenty.")
+    error = np.abs(out - y)[:, FIRST_GRADED:]
+    right = [np.argmax(out[:, FIRST_GRADED:, h * k:h * k + v], axis=-1)
+             == np.argmax(y[:, FIRST_GRADED:, h * k:h * k + v], axis=-1) for h in (0, 1)]
+    if error.max() < TOL and all(r.all() for r in right):
+        return
+    lines = [f"Multi-head attention (H = 2, causal mask) with the params of {what} misses the "
+             f"target on {len(tokens)} sequences of length {tokens.shape[1]}: largest error "
+             f"{error.max():.3g} (allowed {TOL:g}); the argmax of the first half's V token "
+             f"features is right at {right[0].mean():.0%} of the graded positions t >= 2, of "
+             f"the second half's at {right[1].mean():.0%}."]
+    explained, mistake = explain(out, weights, tokens, v, ln)
+    lines += explained
+    b, i, f = np.unravel_index(int(np.argmax(error)), error.shape)
+    t, half = i + FIRST_GRADED, int(f >= k)
+    cols = slice(half * k, (half + 1) * k)
+    show = dict(precision=3, suppress_small=True, max_line_width=200)
+    lines.append(f"  worst at sequence {b}, position {t} (tokens {tokens[b].tolist()}), "
+                 f"{HALF_NAMES[half]} (features {cols.start}:{cols.stop}):")
+    lines.append(f"  expected {np.array2string(y[b, t, cols], **show)}")
+    lines.append(f"  got      {np.array2string(out[b, t, cols], **show)}")
+    if mistake:
+        raise KnownMistake("\n".join(lines), mistake)
+    raise AssertionError("\n".join(lines))
+
+
+@exercise("two_head_weights")
+class TestTwoHeadWeights:
+    def test_two_head_weights_are_four_d_by_d_matrices(self, lesson):
+        what = f"two_head_weights({V}, {L})"
+        params = checked_params(lesson.two_head_weights(V, L), V, L, what)
+        assert set(params) >= {"w_q", "w_k", "w_v", "w_o"}
+
+    def test_two_heads_copy_the_tokens_one_and_two_back_by_hand(self, lesson):
+        tokens = np.array([[2, 0, 1, 2], [1, 1, 0, 2]])  # V=3, L=4: K = 7, D = 14
+        expected = np.zeros((2, 4, 14))
+        # sequence 0, t=2: token 1 back = 0, 2 back = 2; t=3: 1 back = 1, 2 back = 0
+        expected[0, 2, 0], expected[0, 2, 7 + 2] = 1, 1
+        expected[0, 3, 1], expected[0, 3, 7 + 0] = 1, 1
+        # sequence 1, t=2: 1 back = 1, 2 back = 1; t=3: 1 back = 0, 2 back = 1
+        expected[1, 2, 1], expected[1, 2, 7 + 1] = 1, 1
+        expected[1, 3, 0], expected[1, 3, 7 + 1] = 1, 1
+        check_two_heads(lesson, tokens, 3, 4, expected)
+
+    def test_two_heads_copy_the_tokens_one_and_two_back_on_random_sequences(self, lesson):
+        tokens = rng(1).integers(0, V, size=(40, L))
+        check_two_heads(lesson, tokens, V, L)
+
+    def test_two_heads_work_on_sequences_shorter_than_max_len(self, lesson):
+        tokens = rng(2).integers(0, V, size=(12, 4))  # T = 4 < L = 7
+        check_two_heads(lesson, tokens, V, L)
+
+    def test_two_heads_work_with_more_tokens_than_positions(self, lesson):
+        tokens = rng(3).integers(0, 9, size=(20, 5))  # V = 9 > L = 5
+        check_two_heads(lesson, tokens, 9, 5)
+
+    @given(v=st.integers(2, 6), ln=st.integers(3, 8), t_short=st.integers(0, 5),
+           n_b=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+    def test_two_heads_solve_the_task_for_any_sizes(self, lesson, v, ln, t_short, n_b, seed):
+        n_t = max(FIRST_GRADED + 1, ln - t_short)
+        tokens = rng(seed).integers(0, v, size=(n_b, n_t))
+        check_two_heads(lesson, tokens, v, ln)

@@ -1,0 +1,92 @@
+# expect: changed its input in place
+"""Lesson 2: a softmax that never overflows.
+
+The idea
+--------
+Attention turns a row of scores (one per key) into weights that are positive and sum to one.
+That is the softmax, taken along one axis:
+
+    softmax(x)_i = exp(x_i) / sum_j exp(x_j)
+
+Written like that it breaks on real numbers. exp overflows to inf above x = 709.8 in float64
+and already above x = 88.7 in float32, and inf / inf is NaN; when a whole row lies far below
+zero (under -745 in float64, -103 in float32) every exp underflows to 0, and 0 / 0 is NaN too.
+The cure is one line of algebra: for any constant m,
+
+    exp(x_i - m) / sum_j exp(x_j - m) = e^-m exp(x_i) / (e^-m sum_j exp(x_j)) = softmax(x)_i
+
+so subtracting a constant changes nothing. Choose m = max_j x_j: every exponent is then <= 0
+(no overflow) and the largest one is exactly 0, so the sum is at least 1 (no 0 / 0).
+
+Masks (lessons 3 and 4) set a forbidden score to -inf, so that exp gives it weight 0. When every
+key of a query is masked the whole row is -inf, its maximum is -inf, and -inf - (-inf) is NaN.
+The course's rule: such a row gets all-zero weights, never NaN.
+
+The same trick gives the log of the softmax's denominator, logsumexp:
+
+    logsumexp(x) = log(sum_j exp(x_j)) = m + log(sum_j exp(x_j - m))
+
+and with it softmax(x) = exp(x - logsumexp(x)). Like np.sum, logsumexp reduces its axis away:
+an input (B, T, S) with axis=-1 gives (B, T). An all -inf row gives log(0) = -inf.
+
+One numpy detail carries this lesson: keepdims. x.max(axis=-1) of a (T, S) array has shape (T,),
+and x - m then lines m up with the LAST axis of x (broadcasting aligns shapes from the right): an
+error when T != S and silently wrong numbers when T == S. x.max(axis=-1, keepdims=True) has shape
+(T, 1) and broadcasts along the axis it came from, for every axis.
+
+Conventions (the same in every lesson)
+--------------------------------------
+    B batch    T query positions    S key/value positions    D model width    H heads
+
+- Arrays are batch first; attention scores are (B, T, S) or (B, H, T, S), one row per query.
+- softmax and logsumexp work along any axis (default: the last one, the keys).
+- A row of all -inf (every key masked) gets all-zero weights, never NaN.
+- Functions never modify their inputs, and return the dtype of their inputs (float32 or float64).
+
+Edit this file, then run `course check 2`.
+"""
+
+import numpy as np
+
+
+def softmax(x, axis=-1):
+    """Softmax along one axis: positive numbers that sum to one along `axis`.
+
+    x:    any shape, e.g. scores (B, T, S); float32 or float64
+    axis: the axis to normalise along (default -1, the keys S)
+    returns an array of x's shape and dtype; a slice of all -inf along `axis` gives all zeros
+
+    The maximum is taken with keepdims=True, so it has a 1 where `axis` was and broadcasts
+    against x along that axis whatever its position. An all -inf slice has maximum -inf; using
+    0 there instead keeps x - m at -inf (not NaN), exp then gives zeros and the sum is 0. The
+    division is done only where the sum is positive; everywhere else the output stays 0.
+    `x - m` is a new array: the caller's x is never written to. Every step keeps x's dtype
+    (the Python 0 does not promote float32 to float64).
+    """
+    m = np.max(x, axis=axis, keepdims=True)  # (..., 1, ...): the axis kept with size 1
+    m = np.where(np.isfinite(m), m, 0)  # an all -inf slice: subtract 0, not -inf
+    x -= m  # shifts the caller's array
+    e = np.exp(x)
+    s = np.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 for an all -inf slice
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def logsumexp(x, axis=-1):
+    """log(sum(exp(x))) along one axis, without overflow; the axis is reduced away.
+
+    x:    any shape, e.g. (B, T, S); float32 or float64
+    axis: the axis to reduce (default -1)
+    returns x's shape without `axis` (as np.sum(x, axis) would), x's dtype;
+            a slice of all -inf gives -inf
+
+    The maximum m is factored out: log(sum(exp(x))) = m + log(sum(exp(x - m))). While
+    computing, m and the sum keep the axis (keepdims=True) so that they broadcast against x;
+    only the final result drops it. An all -inf slice gets m = 0 and a sum of 0, and log(0) =
+    -inf is the right answer there (np.errstate silences numpy's divide-by-zero warning).
+    """
+    m = np.max(x, axis=axis, keepdims=True)  # (..., 1, ...)
+    m = np.where(np.isfinite(m), m, 0)  # an all -inf slice: subtract 0, not -inf
+    s = np.sum(np.exp(x - m), axis=axis, keepdims=True)  # (..., 1, ...)
+    with np.errstate(divide="ignore"):
+        out = np.log(s) + m  # (..., 1, ...)
+    return np.squeeze(out, axis=axis)  # (..., 1, ...) -> (...): the axis reduced away

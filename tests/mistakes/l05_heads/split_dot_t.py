@@ -1,0 +1,111 @@
+# expect: reverses EVERY axis
+"""Lesson 5: splitting and merging heads.
+
+The idea
+--------
+The formula of multi-head attention (Vaswani et al. 2017) is
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W_O,    head_h = Attention(Q W_Qh, K W_Kh, V W_Vh)
+
+Lesson 1 fused the H per-head weights W_Qh (D, K) into one (D, H*K) matrix, head h owning
+columns h*K:(h+1)*K, so one product x @ w_q projects every head at once: (B, T, H*K), all the
+heads' queries side by side along the last axis. Lesson 3's attention, though, wants each head as
+its own stack of (T, K) matrices, (B, H, T, K): it treats every leading axis as a batch, so all
+B*H heads are then attended in one call. split_heads makes that move. After attention,
+merge_heads makes the way back: (B, H, T, K) -> (B, T, H*K), which is exactly
+Concat(head_1, ..., head_H) along the features, ready for W_O.
+
+One token's row of D = H*K numbers, with H = 2 heads of K = 3:
+
+    [a0 a1 a2 | b0 b1 b2]          head 0 owns the a's, head 1 the b's
+
+Splitting is a reshape, then a transpose:
+
+    (B, T, D) --reshape--> (B, T, H, K) --swap axes 1 and 2--> (B, H, T, K)
+
+Why both steps? A reshape never moves a number: it reads the array in memory order (last axis
+fastest) and pours the numbers into the new shape. (B, T, D) -> (B, T, H, K) cuts each row of D
+numbers into H consecutive blocks of K: exactly the ownership we want. Only the order of the axes
+is then wrong, and np.swapaxes(x, 1, 2) fixes it. A reshape straight to (B, H, T, K) instead cuts
+the T*D numbers of each batch element into H chunks of T*K: "head 0" gets the whole rows of the
+first tokens, positions and heads get mixed. The shape is right and no error is raised; only the
+numbers are wrong. With T = 2 tokens, H = 2 heads of K = 1 (D = 2):
+
+    x[0] = [[a0, b0],       split_heads:                head 0 = [[a0], [a1]]   (column 0)
+            [a1, b1]]                                   head 1 = [[b0], [b1]]   (column 1)
+                            reshape to (1, 2, 2, 1):    head 0 = [[a0], [b0]]   (token 0's row!)
+
+Another tempting layout, the interleaved split (reshape to (B, T, K, H), then move H forward),
+gives head h the columns h, h + H, h + 2H, ...: a valid-looking split, but not the one the weights
+were trained with. Lesson 1's fused weights and PyTorch's nn.MultiheadAttention both give each
+head one contiguous block of K columns.
+
+Merging is the inverse, steps in reverse order: swap the axes back, (B, H, T, K) -> (B, T, H, K),
+then reshape (B, T, H, K) -> (B, T, H*K). Again the transpose must come first: a reshape of
+(B, H, T, K) straight to (B, T, H*K) fills each output row with the K numbers of H different
+tokens of one head, instead of one token's K numbers from each of the H heads.
+
+Round trip: merge_heads(split_heads(x, H)) == x. A round trip alone proves little, though: a
+reshape without a transpose in both functions round-trips too. What pins the layout down is
+split_heads(x, H)[:, h] == x[..., h*K:(h+1)*K], and the grader checks exactly that.
+
+The head width is K = D // H, so H must divide D. If it does not, no split is right: raise a
+ValueError that names both numbers, e.g. "d_model 10 is not divisible by n_heads 4", rather than
+let a reshape fail with "cannot reshape array of size 60 into shape (2,3,4,2)" or, worse, silently
+drop columns.
+
+PyTorch does the same in nn.MultiheadAttention: x.view(B, T, H, K).transpose(1, 2) splits, and
+out.transpose(1, 2).reshape(B, T, H * K) merges.
+
+Conventions (the same in every lesson)
+--------------------------------------
+    B batch    T positions    D model width    H heads    K head width (D // H)
+
+- Arrays are batch first: x is (B, T, D); heads are (B, H, T, K). Head h owns columns
+  h*K:(h+1)*K of the model width.
+- Functions never modify their inputs, and return the dtype of their inputs.
+
+Edit this file, then run `course check 5`.
+"""
+
+import numpy as np
+
+
+def split_heads(x, n_heads):
+    """Split the last axis into heads: (B, T, D) -> (B, H, T, K), head h owns columns h*K:(h+1)*K.
+
+    x:       (B, T, D)
+    n_heads: H, which must divide D (raise ValueError naming D and H if it does not)
+    returns  (B, H, T, K) with K = D // H, same dtype as x, where
+             out[:, h] == x[:, :, h*K:(h+1)*K]
+
+    The check comes first: when H does not divide D there is no right answer, and a message
+    with both numbers tells the caller which argument to fix. The reshape to (B, T, H, K) only
+    re-reads each row of D numbers as H consecutive blocks of K, so head h gets columns
+    h*K:(h+1)*K; the swap then puts the head axis in front of the positions, so that x[:, h]
+    is head h's (T, K) matrix. swapaxes returns a view: the caller's x is never written to.
+    """
+    B, T, D = x.shape
+    H = n_heads
+    if D % H != 0:
+        raise ValueError(f"split_heads: the model width D = {D} is not divisible by "
+                         f"n_heads H = {H} (each head needs K = D / H whole columns)")
+    K = D // H
+    blocks = x.reshape(B, T, H, K)  # (B, T, D) -> (B, T, H, K)
+    return blocks.T  # (B, T, H, K) -> ?
+
+
+def merge_heads(x):
+    """Merge the heads back into the features: (B, H, T, K) -> (B, T, H*K), the Concat of the formula.
+
+    x:       (B, H, T, K)
+    returns  (B, T, H*K), same dtype as x, where out[:, :, h*K:(h+1)*K] == x[:, h]
+
+    split_heads undone, steps in reverse order. The swap brings, for each token, the H heads'
+    rows of K numbers next to each other, (B, T, H, K); the reshape then lays them side by side
+    as one row of H*K numbers, head h in columns h*K:(h+1)*K: Concat(head_1, ..., head_H). The
+    swapped array is not contiguous in memory, so the reshape copies it into a new array.
+    """
+    B, H, T, K = x.shape
+    by_token = np.swapaxes(x, 1, 2)  # (B, H, T, K) -> (B, T, H, K)
+    return by_token.reshape(B, T, H * K)  # (B, T, H, K) -> (B, T, H*K)
