@@ -85,10 +85,25 @@ def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> Non
         progress.passed_at = progress.checked_at
 
 
+def grade(lesson: Lesson, folder: Path) -> LessonResult:
+    """Grade with the warm grader when one is running; otherwise here, and start one for the
+    next check (see ``course.engine.server``)."""
+    from course.engine import server
+
+    if server.enabled():
+        answer = server.request(lesson.module, folder, timeout=server.REQUEST_SECONDS)
+        if answer is not None:
+            return LessonResult.from_dict(answer)
+    from course.engine.runner import grade as grade_here
+
+    result = grade_here(lesson, folder)
+    if server.enabled():
+        server.start_in_background()
+    return result
+
+
 def check(session: Session, lesson: Lesson) -> LessonResult:
     """Grade one lesson of the workspace and remember the result."""
-    from course.engine.runner import grade
-
     result = grade(lesson, session.workspace.root)
     if not result.passed and not result.note:
         pending = [m for m in result.uses if session.state.status(m) != PASSED]

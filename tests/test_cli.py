@@ -162,3 +162,24 @@ def test_a_coming_soon_lesson_is_refused_politely(workspace, monkeypatch):
     monkeypatch.chdir(workspace)
     done = CliRunner().invoke(app, ["check", "10"], env={"NO_COLOR": "1", "COLUMNS": "120"})
     assert done.exit_code == 2 and "coming soon" in done.output
+
+
+def test_a_later_lesson_names_the_unfinished_earlier_lesson_it_uses(workspace):
+    shutil.copy(SOLUTIONS / "l03_attention.py", workspace)  # l02_softmax.py is still a skeleton
+    done = course("check", "3", "--json", cwd=workspace)
+    payload = json.loads(done.stdout)
+    assert done.returncode == 1 and payload["status"] != "passed"
+    assert payload["note"].startswith("This lesson uses your l02_softmax.py, which is not finished")
+    screen = course("check", "3", cwd=workspace).stdout
+    assert "l02_softmax.py" in " ".join(screen.split())
+
+
+def test_a_later_lesson_names_an_earlier_lesson_that_fails_its_own_check(workspace):
+    shutil.copy(SOLUTIONS / "l03_attention.py", workspace)
+    source = (SOLUTIONS / "l02_softmax.py").read_text()
+    broken = source.replace("def softmax(x, axis=-1):", "def softmax(x, axis=-1):\n    return x * 0")
+    (workspace / "l02_softmax.py").write_text(broken)
+    assert course("check", "2", cwd=workspace).returncode == 1
+    payload = json.loads(course("check", "3", "--json", cwd=workspace).stdout)
+    assert payload["status"] == "failed"
+    assert "l02_softmax.py, which has not passed its own check yet" in payload["note"]

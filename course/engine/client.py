@@ -95,11 +95,11 @@ _BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[
 
 
 class Worker:
-    """One worker process with the learner's module imported in it."""
+    """One worker process. Started blank (numpy imported, nothing of the learner's), then
+    ``load`` tells it which module to import, so a spare can be started ahead of time."""
 
-    def __init__(self, source_dir: Path, module: str, limits: Limits, scratch: Path) -> None:
-        self.module = module
-        self.limits = limits
+    def __init__(self, scratch: Path) -> None:
+        self.module = ""
         self._buffer = b""
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
@@ -108,16 +108,20 @@ class Worker:
         self.output_path = Path(tempfile.mkstemp(prefix="output-", dir=scratch)[1])
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read),
-                 str(response_write), str(source_dir), module, str(limits.memory_bytes)],
+                [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read), str(response_write)],
                 pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL,
                 stdout=output, stderr=subprocess.STDOUT, cwd=scratch, env=env,
                 start_new_session=True,
             )
         os.close(request_read)
         os.close(response_write)
-        self.started = time.monotonic()
         self.import_info: dict | None = None
+
+    def load(self, source_dir: Path, module: str, limits: Limits) -> None:
+        """Ask the worker to limit its memory and import ``module`` from ``source_dir``."""
+        self.module = module
+        self.send({"op": "load", "source_dir": str(source_dir), "module": module,
+                   "memory_bytes": limits.memory_bytes}, [])
 
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
@@ -193,23 +197,30 @@ class LearnerModule:
     """
 
     def __init__(self, source_dir: Path, module: str, limits: Limits | None = None,
-                 scratch: Path | None = None) -> None:
+                 spare: tuple[Worker, Path] | None = None) -> None:
+        """``spare``: a blank worker started ahead of time and its scratch folder, adopted
+        (and removed at close) by this module."""
         self.source_dir = Path(source_dir).resolve()
         self.module = module
         self.limits = limits or Limits()
-        self._own_scratch = scratch is None
-        self.scratch = Path(tempfile.mkdtemp(prefix="course-")) if scratch is None else scratch
+        self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.mutated: list[str] = []
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
-        self.start()
+        self.start(spare[0] if spare else None)
 
-    def start(self) -> Worker:
-        self._worker = Worker(self.source_dir, self.module, self.limits, self.scratch)
-        self.workers.append(self._worker)
-        return self._worker
+    def start(self, spare: Worker | None = None) -> Worker:
+        """Load the module in ``spare`` (a blank worker started earlier) or in a new worker."""
+        worker = spare if spare is not None and spare.process.poll() is None else None
+        if spare is not None and worker is None:
+            spare.kill()
+        worker = worker or Worker(self.scratch)
+        worker.load(self.source_dir, self.module, self.limits)
+        self._worker = worker
+        self.workers.append(worker)
+        return worker
 
     def __getattr__(self, name: str) -> LearnerFunction:
         if name.startswith("_"):
@@ -308,9 +319,9 @@ class LearnerModule:
         return text[-limit:]
 
     def close(self) -> None:
+        import shutil
+
         for worker in self.workers:
             worker.kill()
-        if self._own_scratch:
-            import shutil
-
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            worker.output_path.unlink(missing_ok=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)

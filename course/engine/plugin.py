@@ -8,6 +8,7 @@ not run because the learner's file does not import.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, cast
 
 import pytest
 
@@ -84,7 +85,14 @@ class GradingPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from hypothesis import seed
+
+        from course.engine.testing import GRADING_SEED
+
         for item in items:
+            function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+            if function is not None and getattr(function, "is_hypothesis_test", False):
+                seed(GRADING_SEED)(function)  # the same examples on every run
             marker = item.get_closest_marker("exercise")
             exercise = marker.args[0] if marker and marker.args else "?"
             self.records[item.nodeid] = Record(exercise=exercise, name=item.name)
@@ -129,13 +137,15 @@ class GradingPlugin:
                 record.message = "This check was skipped, which counts as not passed."
         elif record is not None and call.when == "call":
             record.status, record.message = PASSED, ""
-        outcome = "passed" if excinfo is None else "skipped" if skipped else "failed"
-        longrepr = None
-        if skipped:
-            longrepr = (str(item.path), 0, str(excinfo.value))
+        outcome: Literal["passed", "failed", "skipped"] = "passed"
+        longrepr: tuple[str, int, str] | str | None = None
+        if excinfo is not None and skipped:
+            outcome, longrepr = "skipped", (str(item.path), 0, str(excinfo.value))
         elif excinfo is not None:
-            longrepr = f"{excinfo.typename}: {excinfo.value}"[:2000]
-        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
+            outcome, longrepr = "failed", f"{excinfo.typename}: {excinfo.value}"[:2000]
+        when = cast(Literal["setup", "call", "teardown"], call.when)
+        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
                                  duration=call.duration, start=call.start, stop=call.stop)
+
 
 __all__ = ["GradingPlugin", "Record", "classify", "FAILED"]

@@ -71,6 +71,16 @@ class LessonResult:
         data["counts"] = self.counts()
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict) -> LessonResult:
+        """Inverse of ``to_dict`` (the warm grader sends results as JSON)."""
+        exercises = [ExerciseResult(e["name"], e["status"],
+                                    [CheckResult(**check) for check in e["checks"]])
+                     for e in data["exercises"]]
+        fields = {k: data[k] for k in ("lesson", "status", "message", "note", "output", "uses",
+                                       "duration") if k in data}
+        return cls(exercises=exercises, **fields)
+
 
 def combine(statuses: list[str]) -> str:
     """One status for a group of checks (an exercise, or a lesson's exercises)."""

@@ -53,6 +53,8 @@ def _pytest_args(test_file: Path) -> list[str]:
         "-p", "no:stepwise",
         "-p", "no:warnings",
         "-p", "no:debugging",
+        "-p", "no:unraisableexception",  # these two run gc.collect() twice per session
+        "-p", "no:threadexception",
     ]
 
 
@@ -89,15 +91,22 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
 
 
 def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None = None,
-          test_file: Path | None = None) -> LessonResult:
-    """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests."""
+          test_file: Path | None = None,
+          spare: tuple[client.Worker, Path] | None = None) -> LessonResult:
+    """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests.
+
+    ``spare`` is a blank worker (and its scratch folder) started ahead of time by the warm
+    grader; without it a worker is started here, in parallel with pytest's start-up.
+    """
     from course.engine.plugin import GradingPlugin
 
     started = time.monotonic()
     source_dir = Path(source_dir).resolve()
     if not (source_dir / lesson.file_name).is_file():
+        if spare:
+            spare[0].kill()
         return _missing_file_result(lesson, source_dir)
-    learner = client.LearnerModule(source_dir, lesson.module, limits)  # starts the worker now
+    learner = client.LearnerModule(source_dir, lesson.module, limits, spare)  # worker starts now
     plugin = GradingPlugin(learner)
     try:
         printed = _run_pytest(test_file or lesson.grading_tests, plugin)

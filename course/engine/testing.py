@@ -24,7 +24,9 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
 
     settings.register_profile(
         "grading",
-        derandomize=True,  # the same examples on every run: grades are reproducible
+        # The same examples on every run, so grades are reproducible: the plugin gives every
+        # property test the fixed seed GRADING_SEED (cheaper than derandomize=True, which
+        # re-reads each test's source to derive its seed).
         database=None,  # never write .hypothesis/ into anyone's folder
         deadline=None,  # time is limited by the worker's own limits
         max_examples=10,
@@ -38,6 +40,7 @@ except ImportError:  # pragma: no cover
     settings = None  # type: ignore[assignment, misc]
 
 Mistakes = Mapping[str, Any]
+GRADING_SEED = 20170612  # the day "Attention Is All You Need" appeared
 
 
 class KnownMistake(AssertionError):

@@ -1,7 +1,8 @@
 """The worker: the only process that imports and runs a learner's module.
 
-Started by ``client.Worker`` with ``python -I`` and the arguments REQ_FD RESP_FD DIR MODULE MEM.
-It limits its own memory before importing anything of the learner's, imports the module, then
+Started by ``client.Worker`` with ``python -I`` and two pipe descriptors. Its first message names
+the folder and module to load (a spare worker can wait for it with numpy already imported). It
+limits its own memory before importing anything of the learner's, imports the module, then
 answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
 happened, including exceptions with the learner's own frames, and which inputs a call modified.
 """
@@ -97,9 +98,14 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
 
 def main(argv: list[str]) -> int:
     request_fd, response_fd = int(argv[0]), int(argv[1])
-    source_dir = Path(argv[2]).resolve()
-    module_name, memory_bytes = argv[3], int(argv[4])
-    _limit_resources(memory_bytes)
+    read = lambda n: protocol.read_exact(request_fd, n)  # noqa: E731
+    try:  # the first message says what to load; a spare worker waits here, numpy imported
+        order, _ = protocol.unpack(read)
+    except (EOFError, protocol.ProtocolError):
+        return 0
+    source_dir = Path(str(order.get("source_dir", ""))).resolve()
+    module_name = str(order.get("module", ""))
+    _limit_resources(int(order.get("memory_bytes", 0)))
     sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
     sys.path.append(str(source_dir))  # last, so a learner's numpy.py cannot shadow numpy
 
@@ -116,7 +122,7 @@ def main(argv: list[str]) -> int:
 
     while True:
         try:
-            request, arrays = protocol.unpack(lambda n: protocol.read_exact(request_fd, n))
+            request, arrays = protocol.unpack(read)
         except EOFError:
             return 0
         if request.get("op") != "call" or module is None:

@@ -1,0 +1,258 @@
+"""The warm grader: a background process that keeps pytest, hypothesis and numpy imported.
+
+A cold ``course check`` spends most of its time importing; the checks themselves take a tenth of
+a second. So the first check also starts this server (detached, one per user and course build),
+and later checks send it their request over a Unix socket:
+
+    server: imports everything, grades each lesson once to warm every code path, then keeps one
+            *ready child* forked: a copy of itself that has already started a blank worker and
+            waits in accept(). A request is graded by that child, with the same ``runner.grade``
+            as a cold check, and the child exits; the server forks the next ready child.
+
+The socket's name carries a fingerprint of the course's files, so a changed course is never
+graded by an old server. The server exits after ``IDLE_SECONDS`` without a request. Anything
+unexpected on the way (no server, a refused connection, a malformed answer) makes the caller
+grade in its own process: the server only ever makes a check faster.
+
+Set ``COURSE_SERVER=off`` to grade every check in the calling process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+IDLE_SECONDS = 600
+REQUEST_SECONDS = 75.0  # above the 60 s a whole check may take (client.Limits.run_seconds)
+
+
+def enabled() -> bool:
+    return os.environ.get("COURSE_SERVER", "on").lower() not in ("off", "0", "no", "false")
+
+
+def fingerprint() -> str:
+    """A digest of the interpreter and of every course file the grade depends on."""
+    from course import resources
+
+    digest = hashlib.sha256(f"{sys.prefix}:{os.path.realpath(sys.executable)}".encode())
+    for folder in (PACKAGE, resources.data_dir("grading")):
+        for path in sorted(folder.rglob("*")):
+            if path.suffix in (".py", ".toml", ".ini", ".npz") and "__pycache__" not in path.parts:
+                stat = path.stat()
+                digest.update(f"{path}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    return digest.hexdigest()[:20]
+
+
+def socket_path() -> Path:
+    name = f"grader-{fingerprint()}.sock"
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+        folder = Path(base or "/tmp") / f"attention-course-{os.getuid()}"
+        if len(str(folder / name)) < 100:  # AF_UNIX paths are limited to about 108 bytes
+            break
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / name
+
+
+# -- the calling side: standard library only, so a warm check never imports numpy ------------
+def request(module: str, source_dir: Path, timeout: float) -> dict | None:
+    """The server's grade of ``source_dir/<module>.py`` as a dict, or None if it cannot help."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(timeout)
+            connection.connect(str(socket_path()))
+            connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)})
+                               .encode() + b"\n")
+            connection.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := connection.recv(1 << 16):
+                chunks.append(chunk)
+        answer = json.loads(b"".join(chunks))
+        return answer if isinstance(answer, dict) and "exercises" in answer else None
+    except (OSError, ValueError):
+        return None
+
+
+def stop() -> bool:
+    """Ask the server of this course build to exit; True if one answered."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(5)
+            connection.connect(str(socket_path()))
+            connection.sendall(b'{"op": "stop"}\n')
+            return b"stopped" in connection.recv(100)
+    except OSError:
+        return False
+
+
+def ready(timeout: float) -> bool:
+    """Wait until a server for this build accepts connections (for benchmarks and tests)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+                connection.connect(str(socket_path()))
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def start_in_background() -> None:
+    """Start a server for this course build unless one is running (or starting) already."""
+    path = socket_path()
+    try:
+        with open(f"{path}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: nobody serves this build
+    except OSError:
+        return
+    import subprocess
+
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    subprocess.Popen([sys.executable, "-m", "course.engine.server", str(path)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
+                     cwd=tempfile.gettempdir())
+
+
+# -- the serving side ----------------------------------------------------------------------------
+def _warm_up() -> None:
+    """Grade every lesson once (its solution, else its skeleton) so that every module and lazy
+    code path the checks use is loaded before the server starts forking."""
+    from course.catalog import load_catalog
+    from course.engine.runner import grade
+
+    for lesson in load_catalog().available():
+        folder = lesson.solution.parent if lesson.solution.is_file() else lesson.skeleton.parent
+        try:
+            grade(lesson, folder)
+        except Exception:  # noqa: BLE001 - warming is an optimisation; serving must not depend on it
+            pass
+
+
+def _ready_child(listener: socket.socket, notify: int) -> None:
+    """Runs in a forked child: start a spare worker, wait for one request, grade it, exit."""
+    from course.catalog import load_catalog
+    from course.engine import client
+    from course.engine.runner import grade
+
+    scratch = Path(tempfile.mkdtemp(prefix="course-"))
+    spare = client.Worker(scratch)
+    def retire(*_: object) -> None:
+        spare.kill()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, retire)
+    connection, _ = listener.accept()
+    os.write(notify, b"x")  # the server forks the next ready child now
+    listener.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with connection:
+        connection.settimeout(5)
+        raw = b""
+        while not raw.endswith(b"\n") and len(raw) < 65536:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            raw += chunk
+        order = json.loads(raw)
+        if order.get("op") == "stop":
+            os.write(notify, b"s")
+            connection.sendall(b'{"stopped": true}')
+            spare.kill()
+            return
+        lesson = load_catalog().by_module(str(order["module"]))
+        if lesson is None:
+            raise LookupError(order["module"])
+        result = grade(lesson, Path(order["source_dir"]), spare=(spare, scratch))
+        connection.settimeout(None)
+        connection.sendall(json.dumps(result.to_dict()).encode())
+
+
+def serve(path: Path) -> int:
+    lock = open(f"{path}.lock", "a")  # held for the server's lifetime  # noqa: SIM115
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another server for this build won the race
+    _forget_stale_servers(path)
+    _warm_up()
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+    notify_read, notify_write = os.pipe()
+    built = fingerprint()
+    try:
+        while True:
+            child = os.fork()
+            if child == 0:
+                os.close(notify_read)
+                code = 0
+                try:
+                    _ready_child(listener, notify_write)
+                except BaseException:  # noqa: BLE001 - the caller falls back on its own grade
+                    code = 1
+                os._exit(code)
+            if not _wait_for_request(notify_read, built):
+                os.kill(child, signal.SIGTERM)  # the ready child; one grading finishes its work
+                os.waitpid(child, 0)
+                return 0
+            _reap()
+    finally:
+        path.unlink(missing_ok=True)
+        listener.close()
+
+
+def _forget_stale_servers(path: Path) -> None:
+    """Remove the sockets of servers that are gone (their lock is free): killed, or of an old
+    build, they would only refuse connections."""
+    for lock_path in path.parent.glob("grader-*.sock.lock"):
+        if lock_path.name == f"{path.name}.lock":
+            continue
+        try:
+            with open(lock_path, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                Path(str(lock_path).removesuffix(".lock")).unlink(missing_ok=True)
+                lock_path.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
+def _wait_for_request(notify: int, built: str) -> bool:
+    """True once the ready child took a request. False after IDLE_SECONDS without one, when the
+    request was to stop, or as soon as the course's files change (this build is then stale)."""
+    import select
+    import time
+
+    deadline = time.monotonic() + IDLE_SECONDS
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([notify], [], [], 30)
+        if ready:
+            return os.read(notify, 1) == b"x" and fingerprint() == built  # b"s": stop
+        if fingerprint() != built:
+            return False
+    return False
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Path(sys.argv[1])))

@@ -1,0 +1,64 @@
+"""The wire format carries plain numeric arrays and refuses anything else."""
+
+import io
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from course.engine import protocol
+
+
+def round_trip(header, arrays):
+    return protocol.unpack(io.BytesIO(protocol.pack(header, arrays)).read)
+
+
+def test_arrays_keep_dtype_shape_and_values_including_zero_d_and_empty():
+    arrays = [np.arange(6.0).reshape(2, 3), np.float32([1.5]), np.array(7.0), np.zeros((0, 4)),
+              np.array([[True, False]]), np.asfortranarray(np.eye(3))]
+    header, out = round_trip({"n": 1}, arrays)
+    assert header == {"n": 1}
+    for sent, got in zip(arrays, out, strict=True):
+        assert got.dtype == sent.dtype and got.shape == sent.shape and np.array_equal(got, sent)
+        assert got.flags.writeable
+
+
+def test_values_are_tagged_and_labelled_by_their_place():
+    arrays, labels = [], []
+    tagged = protocol.encode({"w_q": np.ones(2), "n": 3, "pair": (np.zeros(1), None)}, arrays,
+                             labels=labels, path="params")
+    assert labels == ["params['w_q']", "params['pair'][0]"]
+    decoded = protocol.decode(tagged, arrays)
+    assert decoded["n"] == 3 and decoded["pair"][1] is None
+
+
+def test_objects_are_described_not_sent():
+    tagged = protocol.encode(object(), [])
+    value = protocol.decode(tagged, [])
+    assert isinstance(value, protocol.Opaque) and value.type_name == "object"
+    assert "o" in protocol.encode(np.array([object()]), [])
+
+
+def message(header: dict, payload: bytes = b"") -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack(">I", len(body)) + body + payload
+
+
+@pytest.mark.parametrize("raw", [
+    message({"arrays": [["|O", [1]]]}, b"\0" * 8),  # object dtype: never
+    message({"arrays": [["<f8", [-1]]]}),
+    message({"arrays": [["<f8", [10**12]]]}),  # would be 8 TB
+    message({"arrays": [["nonsense", [1]]]}),
+    struct.pack(">I", 5) + b"[1, 2",
+    struct.pack(">I", 2**31),
+])
+def test_malformed_or_hostile_messages_are_refused(raw):
+    with pytest.raises((protocol.ProtocolError, EOFError)):
+        protocol.unpack(io.BytesIO(raw).read)
+
+
+def test_a_truncated_message_is_end_of_file():
+    raw = protocol.pack({}, [np.ones(4)])[:-3]
+    with pytest.raises(EOFError):
+        protocol.unpack(io.BytesIO(raw).read)

@@ -1,0 +1,89 @@
+"""The warm grader answers exactly as a cold check does, and a broken one is never trusted."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from tests.helpers import SOLUTIONS
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    """An isolated (short: socket paths are limited) socket folder, the server switched on."""
+    folder = tempfile.mkdtemp(prefix="srv", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
+    monkeypatch.setenv("COURSE_SERVER", "on")
+    from course.engine import server
+
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def course(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+
+
+def checks(payload):
+    return [(e["name"], c["name"], c["status"], c["mistake"])
+            for e in payload["exercises"] for c in e["checks"]]
+
+
+def test_a_warm_check_equals_the_cold_one_and_the_server_stops_on_request(runtime, tmp_path):
+    assert course("init", "ws", cwd=tmp_path).returncode == 0
+    workspace = tmp_path / "ws"
+    for module in ("l01_projections", "l02_softmax"):
+        (workspace / f"{module}.py").write_text((SOLUTIONS / f"{module}.py").read_text())
+    source = (SOLUTIONS / "l01_projections.py").read_text()
+    (workspace / "l01_projections.py").write_text(source.replace("out = out + b", "pass"))
+    cold = course("check", "1", "--json", cwd=workspace)  # graded here; starts the server
+    assert runtime.ready(timeout=90), "the warm grader did not come up"
+    answer = runtime.request("l01_projections", workspace, timeout=60)
+    assert answer is not None, "the warm grader did not answer"
+    warm = course("check", "1", "--json", cwd=workspace)
+    assert cold.returncode == warm.returncode == 1
+    assert checks(json.loads(warm.stdout)) == checks(json.loads(cold.stdout)) == checks(answer)
+    assert json.loads(course("check", "2", "--json", cwd=workspace).stdout)["status"] == "passed"
+    assert runtime.stop()
+    deadline = time.monotonic() + 10
+    while runtime.ready(timeout=0.2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not runtime.ready(timeout=0.2), "the server is still accepting after stop"
+
+
+def test_a_socket_that_answers_nonsense_is_ignored_and_the_check_grades_here(runtime, tmp_path):
+    path = runtime.socket_path()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    try:
+        import threading
+
+        def answer_nonsense():
+            connection, _ = listener.accept()
+            connection.recv(65536)
+            connection.sendall(b'{"status": "passed"}')  # a fake "pass" without checks
+            connection.close()
+
+        thread = threading.Thread(target=answer_nonsense, daemon=True)
+        thread.start()
+        assert runtime.request("l01_projections", SOLUTIONS, timeout=5) is None
+    finally:
+        listener.close()
+        path.unlink()
+
+
+def test_no_server_is_used_or_started_when_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("COURSE_SERVER", "off")
+    from course.engine import server
+
+    assert not server.enabled()
