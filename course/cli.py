@@ -111,12 +111,20 @@ def check(
     lesson: Annotated[str | None, typer.Argument(help="Default: the current lesson.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Check every available lesson.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Run the tests with your code in this process, for print() and "
+                        "breakpoint(). Not a grade: nothing is recorded.")] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
     from course import progress
 
     session = _session(workspace)
+    if debug:
+        from course.engine import debug as debug_run
+
+        chosen = _lesson(session, lesson)
+        raise typer.Exit(0 if debug_run.run(chosen, session.workspace.root) == 0 else 1)
     lessons = session.catalog.available() if all_ else (_lesson(session, lesson),)
     results = [(each, progress.check(session, each)) for each in lessons]
     passed = all(result.passed for _, result in results)

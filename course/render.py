@@ -68,6 +68,8 @@ def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> Ren
                            title_align="left", border_style=STYLE.get(check.status, "red")))
     if result.note:
         parts.append(Text("Note: ", style="bold yellow") + plain(result.note))
+    if result.notice:
+        parts.append(Text("Notice: ", style="bold yellow") + plain(result.notice))
     if result.output.strip() and not result.passed:
         parts.append(Panel(plain(result.output.strip()[-800:]), title="Your code printed",
                            title_align="left", border_style="dim"))

@@ -183,3 +183,14 @@ def test_a_later_lesson_names_an_earlier_lesson_that_fails_its_own_check(workspa
     payload = json.loads(course("check", "3", "--json", cwd=workspace).stdout)
     assert payload["status"] == "failed"
     assert "l02_softmax.py, which has not passed its own check yet" in payload["note"]
+
+
+def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):
+    source = (SOLUTIONS / "l01_projections.py").read_text()
+    (workspace / "l01_projections.py").write_text(
+        source.replace("    out = x @ w  #", "    print('DEBUG-ME', x.shape)\n    out = x @ w  #"))
+    before = (workspace / ".course" / "state.json").read_text()
+    done = course("check", "1", "--debug", cwd=workspace)
+    assert done.returncode == 0
+    assert "NOT A GRADE" in done.stdout and "DEBUG-ME (2, 3, 4)" in done.stdout
+    assert (workspace / ".course" / "state.json").read_text() == before

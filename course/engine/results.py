@@ -42,6 +42,7 @@ class LessonResult:
     note: str = ""  # one line about an earlier lesson this one depends on
     output: str = ""  # the tail of what the learner's code printed
     uses: list[str] = field(default_factory=list)  # earlier lesson modules this one imported
+    notice: str = ""  # about the grading itself, e.g. modified grading tests were replaced
     duration: float = 0.0
 
     @property
@@ -78,7 +79,7 @@ class LessonResult:
                                     [CheckResult(**check) for check in e["checks"]])
                      for e in data["exercises"]]
         fields = {k: data[k] for k in ("lesson", "status", "message", "note", "output", "uses",
-                                       "duration") if k in data}
+                                       "notice", "duration") if k in data}
         return cls(exercises=exercises, **fields)
 
 

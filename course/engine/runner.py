@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
-from course.engine import client
+from course.engine import client, integrity
 from course.engine.results import (
     ERROR,
     NOT_STARTED,
@@ -108,12 +108,19 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
         return _missing_file_result(lesson, source_dir)
     learner = client.LearnerModule(source_dir, lesson.module, limits, spare)  # worker starts now
     plugin = GradingPlugin(learner)
+    tests = integrity.trusted(lesson.grading_tests) if test_file is None else \
+        integrity.TrustedTests(test_file, [])
     try:
-        printed = _run_pytest(test_file or lesson.grading_tests, plugin)
+        printed = _run_pytest(tests.test_file, plugin)
         result = _assemble(lesson, plugin, printed)
         result.output = learner.output()
     finally:
         learner.close()
+        tests.cleanup()
+    if tests.modified:
+        result.notice = (f"The course's grading tests were modified on this machine "
+                         f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
+                         "that ships with the course.")
     result.duration = time.monotonic() - started
     return result
 

@@ -42,7 +42,8 @@ def fingerprint() -> str:
     """A digest of the interpreter and of every course file the grade depends on."""
     from course import resources
 
-    digest = hashlib.sha256(f"{sys.prefix}:{os.path.realpath(sys.executable)}".encode())
+    digest = hashlib.sha256(f"{sys.prefix}:{os.path.realpath(sys.executable)}:"
+                            f"{os.environ.get('COURSE_LIMITS', '')}".encode())
     for folder in (PACKAGE, resources.data_dir("grading")):
         for path in sorted(folder.rglob("*")):
             if path.suffix in (".py", ".toml", ".ini", ".npz") and "__pycache__" not in path.parts:

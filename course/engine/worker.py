@@ -9,6 +9,7 @@ happened, including exceptions with the learner's own frames, and which inputs a
 
 from __future__ import annotations
 
+import errno
 import resource
 import signal
 import sys
@@ -53,6 +54,10 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
         "message": message,
         "frames": _learner_frames(exc.__traceback__, source_dir),
     }
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        info["type"] = "OutputLimit"
+        info["message"] = (f"your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
+                           "for one check; look for a print inside a loop.")
     if isinstance(exc, SyntaxError):
         path = Path(exc.filename or "")
         info["syntax"] = {"file": path.name, "line": exc.lineno, "offset": exc.offset,

@@ -1,0 +1,79 @@
+"""``course check LESSON --debug``: the lesson's tests with the learner's module imported right
+here, so that print, breakpoint() and pdb work. It is NOT a grade: learner code runs inside the
+test process (which the real check never allows), pytest reports in its own words, and nothing
+is recorded in the progress.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from course.catalog import Lesson
+from course.engine import client
+
+BANNER = ("DEBUG RUN, NOT A GRADE: your code runs inside the test process, print() and "
+          "breakpoint() work, nothing is recorded. `course check` without --debug grades.")
+
+
+class InProcessModule:
+    """The ``lesson`` fixture of a debug run: calls the learner's functions directly."""
+
+    def __init__(self, source_dir: Path, module: str) -> None:
+        self.module = module
+        self.mutated: list[str] = []
+        self.timed_out: set[str] = set()
+        sys.path.insert(0, str(source_dir))
+        self._module = importlib.import_module(module)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        function = getattr(self._module, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            arrays = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + list(kwargs.items())
+            before = [(label, a.copy()) for label, a in arrays if isinstance(a, np.ndarray)]
+            try:
+                return function(*args, **kwargs)
+            except NotImplementedError as exc:
+                raise client.NotStarted(f"{name} still raises NotImplementedError.") from exc
+            finally:
+                current = dict(arrays)
+                self.mutated = [label for label, old in before
+                                if not np.array_equal(current[label], old, equal_nan=True)]
+
+        return call
+
+
+def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int:
+    """pytest's own run of the lesson's tests, in this process; returns pytest's exit code."""
+    import pytest
+
+    from course.engine import testing
+    from course.engine.runner import TRUSTED_INI
+
+    class DebugPlugin:
+        @pytest.fixture(scope="session")
+        def lesson(self) -> InProcessModule:
+            return learner
+
+        def pytest_configure(self, config: pytest.Config) -> None:
+            config.addinivalue_line("markers", "exercise(name): the exercise a test grades")
+            if testing.settings is not None:
+                testing.settings.load_profile("grading")
+
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ.pop("PYTEST_ADDOPTS", None)
+    print(BANNER, flush=True)
+    learner = InProcessModule(Path(source_dir).resolve(), lesson.module)
+    test_file = lesson.grading_tests
+    args = [str(test_file), "-c", str(TRUSTED_INI), "--rootdir", str(test_file.parent),
+            "--import-mode=importlib", "-p", "no:cacheprovider", "-s", "-x", "--tb=short",
+            "-q", *(extra or [])]
+    return int(pytest.main(args, plugins=[DebugPlugin()]))
