@@ -114,10 +114,14 @@ class TestHeadProjections:
         r = rng(10)
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         out = lesson.head_projections(x, w_heads)
+        fused = np.concatenate(list(w_heads), axis=1)
         check_array(out, heads_loop(x, w_heads), what="head_projections(x, w_heads)",
                     dims="B H T K",
                     mistakes={"the heads come out in reverse order":
-                              lambda: heads_loop(x, w_heads)[:, ::-1]})
+                              lambda: heads_loop(x, w_heads)[:, ::-1],
+                              "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
+                              "without a transpose, so positions and heads got mixed":
+                              lambda: (x @ fused).reshape(B, H, T, K)})
 
     def test_head_projections_small_case_by_hand(self, lesson):
         x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
@@ -166,7 +170,12 @@ class TestFuseHeadWeights:
         expected = np.concatenate(list(w_heads), axis=1)
         check_array(fused, expected, what="fuse_head_weights(w_heads)", dims="D HK",
                     mistakes={"w_heads was reshaped without moving the head axis first, so rows "
-                              "of different heads got mixed": lambda: w_heads.reshape(D, H * K)})
+                              "of different heads got mixed": lambda: w_heads.reshape(D, H * K),
+                              "the heads are interleaved (head h in columns h, h+H, ...) instead "
+                              "of in the block h*K:(h+1)*K: move the head axis next to K, not "
+                              "after it": lambda: np.transpose(w_heads, (1, 2, 0)).reshape(D, H * K),
+                              "the heads were stacked along the rows (axis 0) instead of side by "
+                              "side along the columns": lambda: np.concatenate(list(w_heads), 0)})
 
     def test_fused_weight_small_case_by_hand(self, lesson):
         w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
