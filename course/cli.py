@@ -7,6 +7,7 @@ Exit codes: 0 success (a check passed), 1 a check did not pass, 2 a usage error.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -90,8 +91,12 @@ def init(
         created, added = ws.init(directory, load_catalog())
     except ws.WorkspaceProblem as problem:
         _fail(str(problem))
-    if not created.state_path.exists():
-        state.save(state.State(), created.state_path)
+    try:
+        progress = state.load(created.state_path)
+    except state.StateProblem:
+        progress = state.State()
+    progress.placed = sorted(set(progress.placed) | {path.stem for path in added})
+    state.save(progress, created.state_path)
     names = ", ".join(p.name for p in added) or "none (every lesson file was already there)"
     _show(f"Workspace ready in {created.display(created.root)}/. Lesson files added: {names}.",
           f"Next: cd {created.display(created.root)} and run `course next`.")
@@ -215,5 +220,8 @@ def solution(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. The current folder (a workspace, possibly with a learner's
+    numpy.py in it) never belongs on the grader's import path."""
+    here = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]
     app()

@@ -46,16 +46,14 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
             raise ws.WorkspaceProblem(
                 "No course workspace here. `course next` creates one in ./workspace, or run "
                 "`course init DIR`; elsewhere, pass --workspace DIR or set COURSE_WORKSPACE.")
-        found, _ = ws.init(Path.cwd() / ws.DEFAULT_NAME, catalog)
+        found, added = ws.init(Path.cwd() / ws.DEFAULT_NAME, catalog)
         created = True
         notices.append(f"Created your workspace in {found.display(found.root)}/: your lesson files "
                        "are there.")
-        session = Session(found, catalog, state_file.State(), notices, created)
+        fresh = state_file.State(placed=[p.stem for p in added])
+        session = Session(found, catalog, fresh, notices, created)
         session.save()
         return session
-    _, added = ws.init(found.root, catalog)  # lessons released since the workspace was made
-    for path in added:
-        notices.append(f"New lesson file: {found.display(path)}")
     try:
         loaded = state_file.load(found.state_path)
     except state_file.StateProblem as problem:
@@ -63,13 +61,22 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
         notices.append(f"Your progress could not be read ({problem}); it was rebuilt by "
                        "re-grading your lesson files. Hints revealed before are forgotten.")
         state_file.save(loaded, found.state_path)
+    # Lessons released since the workspace was made get their file; a file the learner deleted
+    # is not put back silently (the check says it is missing, `course reset` restores it).
+    _, added = ws.init(found.root, catalog, skip=frozenset(loaded.placed))
+    if added:
+        loaded.placed += [path.stem for path in added]
+        state_file.save(loaded, found.state_path)
+    for path in added:
+        notices.append(f"New lesson file: {found.display(path)}")
     return Session(found, catalog, loaded, notices, created)
 
 
 def rebuild_state(workspace: ws.Workspace, catalog: Catalog) -> state_file.State:
     from course.engine.runner import grade
 
-    rebuilt = state_file.State(welcomed=True)
+    rebuilt = state_file.State(welcomed=True,
+                               placed=[lesson.module for lesson in catalog.available()])
     for lesson in catalog.available():
         if workspace.lesson_file(lesson).exists():
             record(rebuilt, lesson, grade(lesson, workspace.root))
@@ -170,6 +177,8 @@ def reset(session: Session, lesson: Lesson) -> Path | None:
     """Restore the pristine skeleton; the learner's file is kept in ``.course/backups/``."""
     saved = ws.backup(session.workspace, lesson)
     ws.restore_skeleton(session.workspace, lesson)
+    if lesson.module not in session.state.placed:
+        session.state.placed.append(lesson.module)
     progress = session.state.lesson(lesson.module)
     progress.status, progress.exercises = "not-started", {}
     session.save()

@@ -22,7 +22,10 @@ STYLE = {"passed": "green", "failed": "red", "not-started": "yellow", "error": "
          "timeout": "magenta", "coming soon": "dim", "current": "cyan"}
 MARK = {"passed": "✔", "failed": "✘", "not-started": "○", "error": "!", "timeout": "⧗",
         "coming soon": "·", "current": "▸"}
-CONTROL = dict.fromkeys(range(32), None) | {9: "    ", 10: "\n"}
+# C0 and C1 control characters (escape sequences start with them) and the bidirectional
+# overrides that can make text read differently from what it is; tabs and newlines are kept.
+CONTROL = (dict.fromkeys([*range(32), *range(0x7F, 0xA0), *range(0x202A, 0x202F),
+                          *range(0x2066, 0x206A)], None) | {9: "    ", 10: "\n"})
 
 
 def plain(text: str) -> Text:

@@ -36,6 +36,7 @@ class State:
     format: int = FORMAT
     welcomed: bool = False
     lessons: dict[str, LessonProgress] = field(default_factory=dict)
+    placed: list[str] = field(default_factory=list)  # lesson files the course has put in place
 
     def lesson(self, module: str) -> LessonProgress:
         return self.lessons.setdefault(module, LessonProgress())
@@ -86,8 +87,11 @@ def load(path: Path) -> State:
     lessons = data.get("lessons", {})
     if not isinstance(lessons, dict):
         raise StateProblem("'lessons' is not an object")
+    placed = data.get("placed", [])
+    if not isinstance(placed, list) or not all(isinstance(m, str) for m in placed):
+        raise StateProblem("'placed' is not a list of lesson names")
     return State(format=FORMAT, welcomed=bool(data.get("welcomed", False)),
-                 lessons={str(k): _lesson_from(v) for k, v in lessons.items()})
+                 lessons={str(k): _lesson_from(v) for k, v in lessons.items()}, placed=placed)
 
 
 def save(state: State, path: Path) -> None:

@@ -72,8 +72,10 @@ def find(explicit: str | os.PathLike | None = None, start: Path | None = None) -
     return None
 
 
-def init(folder: Path, catalog: Catalog) -> tuple[Workspace, list[Path]]:
-    """Create (or complete) a workspace; returns it and the lesson files it added."""
+def init(folder: Path, catalog: Catalog,
+         skip: frozenset[str] = frozenset()) -> tuple[Workspace, list[Path]]:
+    """Create (or complete) a workspace; returns it and the lesson files it added. Lessons in
+    ``skip`` (files placed before, then deleted by the learner) are not put back."""
     folder = folder.expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise WorkspaceProblem(f"{folder} exists and is not a folder.")
@@ -85,7 +87,7 @@ def init(folder: Path, catalog: Catalog) -> tuple[Workspace, list[Path]]:
     added = []
     for lesson in catalog.available():
         target = workspace.lesson_file(lesson)
-        if not target.exists():
+        if not target.exists() and lesson.module not in skip:
             shutil.copyfile(lesson.skeleton, target)
             added.append(target)
     return workspace, added

@@ -43,4 +43,4 @@ def test_a_missing_state_is_refused(tmp_path):
 def test_saved_state_is_plain_sorted_json(tmp_path):
     path = tmp_path / "state.json"
     state.save(state.State(), path)
-    assert json.loads(path.read_text()) == {"format": 1, "lessons": {}, "welcomed": False}
+    assert json.loads(path.read_text()) == {"format": 1, "lessons": {}, "placed": [], "welcomed": False}

@@ -9,6 +9,7 @@ A worker that hangs is killed with its whole process group; the next call starts
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -82,7 +83,15 @@ class DependencyNotReady(LearnerProblem):
 
 
 class LearnerError(LearnerProblem):
-    """The learner's code raised, returned something unusable, or broke the worker."""
+    """The learner's code raised, returned something unusable, or broke the worker.
+
+    ``kind`` and ``text`` are the learner's exception type and message when there was one.
+    """
+
+    def __init__(self, message: str, info: dict | None = None) -> None:
+        super().__init__(message)
+        self.kind = str((info or {}).get("type", ""))
+        self.text = str((info or {}).get("message", ""))
 
 
 class LearnerTimeout(LearnerProblem):
@@ -101,6 +110,8 @@ def format_learner_error(info: dict) -> str:
     """The learner's exception in their own terms: their frames, then the exception line."""
     if info.get("type") == "MissingFunction":
         return f"There is no function named `{info.get('message')}` in your file (was it renamed?)."
+    if info.get("type") in ("NotAFunction", "OutputLimit"):
+        return str(info.get("message"))
     lines = []
     syntax = info.get("syntax")
     if syntax:
@@ -116,7 +127,14 @@ def format_learner_error(info: dict) -> str:
         if frame.get("code"):
             lines.append(f"    {frame['code']}")
     message = info.get("message") or ""
-    lines.append(f"{info.get('type', 'Error')}: {message}" if message else str(info.get("type")))
+    kind = str(info.get("type", "Error"))
+    if syntax and ("codec can't decode" in message or "Non-UTF-8" in message):
+        lines.append(f"{kind}: the file is not valid UTF-8 ({message}). Save it as UTF-8 "
+                     "(your editor's encoding setting).")
+    elif syntax:
+        lines.append(f"{kind}: {message}")
+    else:  # preceded by the learner's own frames, so it reads as their exception
+        lines.append(f"{kind}: {message}" if message else kind)
     return "\n".join(lines)
 
 
@@ -190,7 +208,31 @@ class Worker:
                 return "Your code crashed the Python process (segmentation fault)."
             return f"The Python process running your code was killed by {name}."
         return (f"Your code ended the Python process (exit code {code}) instead of returning "
-                "a value. Remove sys.exit / os._exit / quit calls from your file.")
+                "a value. Remove sys.exit / os._exit / quit calls from your lesson files.")
+
+    def where_busy(self, source_dir: Path) -> str:
+        """Where a worker that overran its time is: ask it for a stack dump (faulthandler,
+        on SIGUSR1) and name the learner's innermost line, or '' if it cannot tell."""
+        try:
+            size = self.output_path.stat().st_size
+            os.kill(self.process.pid, signal.SIGUSR1)
+        except OSError:
+            return ""
+        deadline = time.monotonic() + 0.3
+        text = ""
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            with open(self.output_path, "rb") as handle:
+                handle.seek(size)
+                text = handle.read(20_000).decode("utf-8", "replace")
+            if "most recent call first" in text and text.rstrip().endswith(">"):
+                break
+        for path, line in re.findall(r'File "([^"]+)", line (\d+)', text):
+            if Path(path).parent == source_dir:
+                code = _source_line(Path(path), int(line))
+                return f" It was busy in {Path(path).name}, line {line}" + \
+                    (f": {code}" if code else ".")
+        return ""
 
     def kill(self) -> None:
         """Kill the worker and everything it started (its own process group), then reap it."""
@@ -236,6 +278,7 @@ class LearnerModule:
         self.limits = limits or Limits.from_env()
         self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
+        self.born = _become_subreaper()
         self.mutated: list[str] = []
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
@@ -273,10 +316,11 @@ class LearnerModule:
         try:
             return worker.wait_imported(deadline)
         except TimeoutError:
+            where = worker.where_busy(self.source_dir)
             self._retire(worker)
             raise LearnerTimeout(f"Importing {self.module}.py took longer than "
                                  f"{self.limits.import_seconds:g} s: is there a loop or a long "
-                                 "computation at the top level of the file?") from None
+                                 f"computation at the top level of a file?{where}") from None
         except (EOFError, protocol.ProtocolError):
             message = worker.death_message()
             self._retire(worker)
@@ -308,10 +352,11 @@ class LearnerModule:
             worker.send(header, arrays)
             response, out = worker.receive(deadline)
         except TimeoutError:
+            where = worker.where_busy(self.source_dir)
             self._retire(worker)
             self.timed_out.add(name)
             raise LearnerTimeout(f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
-                                 " look for a loop that never ends.") from None
+                                 f" look for a loop that never ends.{where}") from None
         except (EOFError, BrokenPipeError, protocol.ProtocolError):
             message = worker.death_message()
             self._retire(worker)
@@ -335,10 +380,11 @@ class LearnerModule:
             limit = self.limits.memory_bytes / 1024**3
             return LearnerError(f"{name} ran out of memory (the limit is {limit:g} GiB).\n"
                                 + format_learner_error(info))
-        return LearnerError(format_learner_error(info))
+        return LearnerError(format_learner_error(info), info)
 
     def output(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters the learner's code printed, across all its workers."""
+        """The last ``limit`` characters the learner's code printed, across all its workers
+        (without the stack dumps asked for by ``where_busy``)."""
         text = ""
         for worker in self.workers:
             try:
@@ -347,6 +393,8 @@ class LearnerModule:
                     text += handle.read().decode("utf-8", "replace")
             except OSError:
                 pass
+        text = re.sub(r"(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) \(most recent call "
+                      r"first\):\n(?:  File .*\n)*", "", text)
         return text[-limit:]
 
     def close(self) -> None:
@@ -355,4 +403,78 @@ class LearnerModule:
         for worker in self.workers:
             worker.kill()
             worker.output_path.unlink(missing_ok=True)
+        kill_descendants_born_after(self.born)
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _source_line(path: Path, number: int) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for index, line in enumerate(handle, 1):
+                if index == number:
+                    return line.strip()[:120]
+    except OSError:
+        pass
+    return ""
+
+
+# -- processes that escape their process group ---------------------------------------------------
+def _become_subreaper() -> int:
+    """Make orphans of our descendants (a learner's double fork, a setsid child) our children
+    instead of init's, so that ``kill_descendants_born_after`` finds them. Returns "now" in the
+    kernel's clock ticks since boot, the unit of /proc start times."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        with open("/proc/self/stat") as handle:
+            ticks_of_self = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return max(ticks_of_self, int(uptime * os.sysconf("SC_CLK_TCK")) - 1)
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time in ticks) for every process we can see."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                table[int(entry)] = (int(fields[1]), int(fields[19]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return table
+
+
+def kill_descendants_born_after(born: int) -> None:
+    """Kill every descendant of this process started since ``born`` (what learner code left
+    running, even outside the worker's process group), and reap the ones that are our children."""
+    if born <= 0 or not os.path.isdir("/proc"):
+        return
+    for _ in range(5):  # killed processes' children are re-parented to us: look again
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        found, stack = [], list(children.get(os.getpid(), []))
+        while stack:
+            pid = stack.pop()
+            found.append(pid)
+            stack.extend(children.get(pid, []))
+        targets = [pid for pid in found if table[pid][1] >= born]
+        if not targets:
+            return
+        for pid in targets:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in targets:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass

@@ -23,6 +23,10 @@ from typing import Any
 
 import numpy as np
 
+# Taken once, at import: learner code in the worker may later replace numpy's attributes.
+_ndarray, _generic, _asarray, _frombuffer, _dtype, _prod, _int64 = (
+    np.ndarray, np.generic, np.asarray, np.frombuffer, np.dtype, np.prod, np.int64)
+
 MAX_HEADER = 16 * 1024 * 1024
 MAX_ARRAY = 512 * 1024 * 1024
 MAX_ITEMS = 64
@@ -57,10 +61,10 @@ def encode(value: Any, arrays: list[np.ndarray], depth: int = 0,
             labels.append(path)
         return len(arrays) - 1
 
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+    if isinstance(value, _ndarray) and value.dtype.kind in "biufc":
         return {"a": add(value)}
-    if isinstance(value, np.generic) and value.dtype.kind in "biufc":
-        return {"a": add(np.asarray(value)), "scalar": True}
+    if isinstance(value, _generic) and value.dtype.kind in "biufc":
+        return {"a": add(_asarray(value)), "scalar": True}
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, str) and len(value) > 10_000:
             return {"o": "str", "r": value[:200]}
@@ -122,7 +126,7 @@ def pack(header: dict, arrays: list[np.ndarray]) -> bytes:
     """One message: header length, header JSON (with each array's dtype and shape), then each
     array's raw C-order bytes. numpy's .npy header would be parsed with ast on every call, which
     costs more than the rest of a small call together; this format is as plain and as safe."""
-    contiguous = [np.asarray(array, order="C") for array in arrays]
+    contiguous = [_asarray(array, order="C") for array in arrays]
     specs = [[a.dtype.str, list(a.shape)] for a in contiguous]
     body = json.dumps(dict(header, arrays=specs)).encode()
     parts = [struct.pack(">I", len(body)), body]
@@ -146,13 +150,13 @@ def _array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     """Validate one array description from the other side: a numeric dtype and a sane shape."""
     try:
         kind, shape = spec
-        dtype = np.dtype(str(kind))
+        dtype = _dtype(str(kind))
         shape = tuple(int(n) for n in shape)
     except (TypeError, ValueError) as exc:
         raise ProtocolError("bad array description") from exc
     if dtype.kind not in "biufc" or dtype.hasobject or len(shape) > 32 or min(shape, default=0) < 0:
         raise ProtocolError("unsupported array")
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = int(_prod(shape, dtype=_int64)) * dtype.itemsize
     if size > MAX_ARRAY:
         raise ProtocolError("array too large")
     return dtype, shape, size
@@ -180,7 +184,7 @@ def unpack(read: Callable[[int], bytes]) -> tuple[dict, list[np.ndarray]]:
     for spec in header.pop("arrays", [])[:10_000]:
         dtype, shape, nbytes = _array_spec(spec)
         # bytearray: the arrays are writable, as the caller's own arrays would be
-        arrays.append(np.frombuffer(bytearray(take(nbytes)), dtype=dtype).reshape(shape))
+        arrays.append(_frombuffer(bytearray(take(nbytes)), dtype=dtype).reshape(shape))
     return header, arrays
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -67,13 +68,21 @@ def _run_pytest(test_file: Path, plugin: object) -> str:
     os.environ.pop("PYTEST_PLUGINS", None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     import pytest
+    from hypothesis import configuration
 
+    # Nothing of the grader's may land in the learner's folder: run from the scratch folder,
+    # where hypothesis's own cache (written even without a database) goes too.
+    here = os.getcwd()
+    scratch = plugin.learner.scratch  # type: ignore[attr-defined]
+    configuration.set_hypothesis_home_dir(str(scratch / ".hypothesis"))
     try:
+        os.chdir(scratch)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
             code = pytest.main(_pytest_args(test_file), plugins=[plugin])
         return f"pytest exit code {int(code)}. {printed.getvalue()[-1500:]}"
     finally:
+        os.chdir(here)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -117,6 +126,10 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
     finally:
         learner.close()
         tests.cleanup()
+    _explain_signatures(lesson, result)
+    encoding = _encoding_notice(source_dir / lesson.file_name)
+    if encoding:
+        result.notice = encoding
     if tests.modified:
         result.notice = (f"The course's grading tests were modified on this machine "
                          f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
@@ -155,6 +168,29 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
     result.note = _dependency_note(lesson, plugin)
     result.uses = [m for m in plugin.import_report.get("lesson_modules", []) if m != lesson.module]
     return result
+
+
+def _explain_signatures(lesson: Lesson, result: LessonResult) -> None:
+    """A TypeError about arguments gets the signature the exercise must have."""
+    for exercise in result.exercises:
+        entry = lesson.exercise(exercise.name)
+        signature = re.match(r"\w+\([^)]*\)", entry.summary) if entry else None
+        for check in exercise.checks:
+            if signature and "TypeError" in check.message and "argument" in check.message:
+                check.message += f"\nThe function must accept: {signature.group(0)}"
+
+
+def _encoding_notice(path: Path) -> str:
+    """Python forgives invalid UTF-8 in comments; editors and other tools do not."""
+    try:
+        path.read_bytes().decode("utf-8")
+        return ""
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        return (f"{path.name} is not valid UTF-8 (line {line}); save it as UTF-8 in your "
+                "editor's encoding setting.")
+    except OSError:
+        return ""
 
 
 def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:

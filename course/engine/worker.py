@@ -9,7 +9,11 @@ happened, including exceptions with the learner's own frames, and which inputs a
 
 from __future__ import annotations
 
+import builtins
 import errno
+import faulthandler
+import inspect
+import os
 import resource
 import signal
 import sys
@@ -19,9 +23,21 @@ from typing import Any
 
 import numpy as np
 
-from course.engine import protocol
+from course.engine import protocol, sandbox
 
 OUTPUT_LIMIT = 8 * 1024 * 1024
+
+# Learner code may replace builtins or numpy functions; the worker's own bookkeeping must not
+# be fooled by that, so it keeps the originals and puts builtins back after the learner runs.
+_BUILTINS = dict(builtins.__dict__)
+_array_equal = np.array_equal
+
+
+def _restore_builtins() -> None:
+    current = builtins.__dict__
+    if current != _BUILTINS:
+        current.clear()
+        current.update(_BUILTINS)
 
 
 def _limit_resources(memory_bytes: int) -> None:
@@ -54,6 +70,9 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
         "message": message,
         "frames": _learner_frames(exc.__traceback__, source_dir),
     }
+    if isinstance(exc, SystemExit):
+        info["message"] = (f"sys.exit({exc.code!r}) was called instead of returning a value; "
+                           "remove it from your file.")[:500]
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         info["type"] = "OutputLimit"
         info["message"] = (f"your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
@@ -87,12 +106,24 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     args = protocol.decode(header["args"], arrays)
     kwargs = protocol.decode(header["kwargs"], arrays)
     before = [a.copy() for a in arrays]
+    if inspect.isclass(function):
+        return {"ok": False, "error": {
+            "type": "NotAFunction", "frames": [], "origin": None,
+            "message": f"{name} is a class, not a function: write `def {name}(...)` and return "
+                       "the array."}}, []
     try:
         result = function(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
+        _restore_builtins()
         return {"ok": False, "error": _describe_error(exc, source_dir)}, []
+    _restore_builtins()
+    if inspect.isgenerator(result):
+        return {"ok": False, "error": {
+            "type": "NotAFunction", "frames": [], "origin": None,
+            "message": f"{name} is a generator function (it contains `yield`): use `return`, "
+                       "not `yield`, to give back the array."}}, []
     mutated = [i for i, (a, b) in enumerate(zip(arrays, before, strict=True))
-               if a.shape != b.shape or not np.array_equal(a, b, equal_nan=True)]
+               if a.shape != b.shape or not _array_equal(a, b, equal_nan=True)]
     out: list[np.ndarray] = []
     try:
         tagged = protocol.encode(result, out)
@@ -103,6 +134,10 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
 
 def main(argv: list[str]) -> int:
     request_fd, response_fd = int(argv[0]), int(argv[1])
+    # Before anything of the learner's: write only in the scratch folder (our working folder).
+    confined = sandbox.confine(os.getcwd())
+    # On SIGUSR1 the grader learns where a call that overran its time is stuck.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
     read = lambda n: protocol.read_exact(request_fd, n)  # noqa: E731
     try:  # the first message says what to load; a spare worker waits here, numpy imported
         order, _ = protocol.unpack(read)
@@ -119,8 +154,11 @@ def main(argv: list[str]) -> int:
     module = None
     try:
         module = importlib.import_module(module_name)
-        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir)}
+        _restore_builtins()
+        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir),
+                        "sandbox": confined}
     except BaseException as exc:  # noqa: BLE001
+        _restore_builtins()
         header = {"ok": False, "error": _describe_error(exc, source_dir),
                   "lesson_modules": _lesson_modules(source_dir)}
     protocol.write_all(response_fd, protocol.pack(header, []))

@@ -1,0 +1,147 @@
+"""A grader that cannot be fooled, hung or crashed: every case in tests/hostile/ is graded by the
+real `course check`, and for each of them
+
+- the check ends within its limits (tightened with COURSE_LIMITS so the suite stays quick),
+- the result is not "passed", in the JSON, the exit code and the saved progress,
+- the JSON is complete (every exercise of the lesson, every check with a known status),
+- the screen fits one screen, shows no traceback of ours and no raw escape sequence,
+- the messages say what happened (each case names words they must contain),
+- no process is left running, and neither lessons/ nor the learner's files changed.
+
+A case is one file. Its header lines say `# lesson: N`, `# expect: words` (repeatable; every one
+must appear in the messages) and optionally `# seconds: N` (default 20). Then `# ---- NAME`
+lines start the files to put in the workspace: the lesson file itself, and anything else (a
+conftest.py, a numpy.py ...). Earlier lessons are copied from the solutions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from course.catalog import load_catalog
+from course.engine.results import STATUSES
+from tests.helpers import LESSONS, SOLUTIONS
+
+CASES = sorted((Path(__file__).parent / "hostile").glob("*.py"))
+LIMITS = "call=1,import=2,run=15,memory=768M"
+MARKER = "HOSTILE-CHILD"  # cases that start processes put this in their command line
+SCREEN_LINES = 60
+
+
+def parse(path: Path) -> tuple[dict, dict[str, bytes]]:
+    meta: dict = {"expect": []}
+    files: dict[str, bytes] = {}
+    current = None
+    for line in path.read_bytes().splitlines(keepends=True):
+        heading = re.match(rb"# ---- (\S+)\s*$", line)
+        if heading:
+            current = heading.group(1).decode()
+            files[current] = b""
+        elif current is not None:
+            files[current] += line
+        else:
+            key, _, value = line.decode().lstrip("# ").partition(":")
+            if key.strip() == "expect":
+                meta["expect"].append(value.strip())
+            elif key.strip():
+                meta[key.strip()] = value.strip()
+    return meta, files
+
+
+def tree_digest(folder: Path, skip: str = ".course") -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parts}
+
+
+def ticks_now() -> int:
+    with open("/proc/uptime") as handle:
+        return int(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def processes_matching(text: str, since: int) -> list[str]:
+    """Running processes whose command line holds ``text``, started at or after ``since``
+    (so a grading run elsewhere on the machine does not count)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if text in cmdline and fields[0] != "Z" and int(fields[19]) >= since:
+                found.append(f"{entry}: {cmdline[:120]}")
+    return found
+
+
+def course(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="100", COURSE_LIMITS=LIMITS, COURSE_SERVER="off")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, env=env,
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
+    meta, files = parse(path)
+    lesson = load_catalog().resolve(meta["lesson"])
+    since = ticks_now()
+    init, _ = course("init", "ws", cwd=tmp_path)
+    assert init.returncode == 0, init.stdout
+    workspace = tmp_path / "ws"
+    for earlier in load_catalog().lessons[: lesson.number - 1]:
+        shutil.copy(SOLUTIONS / earlier.file_name, workspace)
+    for name, content in files.items():
+        if content == b"<delete>\n":
+            (workspace / name).unlink()
+        else:
+            (workspace / name).write_bytes(content)
+    pristine, learner = tree_digest(LESSONS), tree_digest(workspace)
+    limit = float(meta.get("seconds", 20))
+
+    done, seconds = course("check", lesson.id, "--json", cwd=workspace)
+    assert seconds < limit, f"the check took {seconds:.1f} s"
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["status"] != "passed"
+    assert [e["name"] for e in result["exercises"]] == [e.name for e in lesson.exercises]
+    for exercise in result["exercises"]:
+        assert exercise["checks"] and exercise["status"] in STATUSES + ("error",)
+        assert all(check["status"] in STATUSES for check in exercise["checks"])
+    messages = " ".join([result["message"], result["note"], result["notice"]] + [
+        check["message"] for e in result["exercises"] for check in e["checks"]])
+    for words in meta["expect"]:
+        assert words.lower() in " ".join(messages.split()).lower(), (
+            f"no message says {words!r}:\n{messages[:2500]}")
+
+    screen, _ = course("check", lesson.id, cwd=workspace)
+    text = screen.stdout.decode("utf-8", "replace")
+    assert screen.returncode == 1 and screen.stderr == b""
+    assert len(text.splitlines()) <= SCREEN_LINES, text
+    assert "Traceback (most recent call last)" not in text
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), "a control character reached the screen"
+    assert not re.search(r"^::", text, re.MULTILINE)  # no GitHub workflow command reaches CI
+
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"][lesson.module]["status"] != "passed"
+    assert tree_digest(LESSONS) == pristine, "lessons/ changed"
+    assert tree_digest(workspace) == learner, "the learner's files changed"
+    deadline = time.monotonic() + 3
+    while (processes_matching(MARKER, since) or processes_matching("course.engine.worker", since)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_matching(MARKER, since) == []
+    assert processes_matching("course.engine.worker", since) == []
