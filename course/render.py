@@ -6,6 +6,8 @@ only repeats it. Text that comes from learner code is shown as plain Text, never
 
 from __future__ import annotations
 
+import re
+
 from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
@@ -28,9 +30,18 @@ CONTROL = (dict.fromkeys([*range(32), *range(0x7F, 0xA0), *range(0x202A, 0x202F)
                           *range(0x2066, 0x206A)], None) | {9: "    ", 10: "\n"})
 
 
+# Whole escape sequences, so that no half of one is left on screen: OSC (titles, hyperlinks),
+# DCS/SOS/PM/APC strings, CSI (colours, cursor moves), and two-character escapes; 7- and 8-bit.
+ESCAPES = re.compile(
+    r"(?:\x1b\]|\x9d).*?(?:\x07|\x1b\\|\x9c|$)"
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f]).*?(?:\x1b\\|\x9c|$)"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -/]*[0-~]?", re.DOTALL)
+
+
 def plain(text: str) -> Text:
-    """Learner-produced text, with control characters (escape sequences) removed."""
-    return Text(text.translate(CONTROL))
+    """Learner-produced text, with escape sequences and control characters removed."""
+    return Text(ESCAPES.sub("", text).translate(CONTROL))
 
 
 def status(name: str) -> Text:

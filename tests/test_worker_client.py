@@ -183,3 +183,78 @@ def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
     message = client.format_learner_error(report["error"])
     assert not report["ok"] and "l00_broken.py, line 3" in message
     assert "def f(x:" in message and "^" in message
+
+
+CONFINED = '''
+import os, signal, socket, subprocess, sys
+
+def write_outside(path):
+    with open(path, "w") as handle:
+        handle.write("changed by learner code")
+
+def write_inside():
+    with open("notes.txt", "w") as handle:
+        handle.write("scratch is fine")
+    return 1
+
+def signal_the_grader():
+    os.kill(os.getppid(), signal.SIGTERM)
+
+def connect():
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+
+def escape_and_sleep(marker):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker],
+                     start_new_session=True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", marker])
+        os._exit(0)
+    return 1
+'''
+
+
+@pytest.fixture
+def confined(tmp_path):
+    (tmp_path / "l00_confined.py").write_text(CONFINED)
+    module = client.LearnerModule(tmp_path, "l00_confined", client.Limits(call_seconds=2.0))
+    if not module.import_report().get("sandbox"):
+        module.close()
+        pytest.skip("this kernel has no Landlock")
+    yield module
+    module.close()
+
+
+def test_learner_code_cannot_write_outside_its_scratch_folder(confined, tmp_path):
+    target = tmp_path / "l00_confined.py"
+    before = target.read_text()
+    with pytest.raises(client.LearnerError, match="PermissionError"):
+        confined.write_outside(str(target))
+    assert target.read_text() == before
+    assert confined.write_inside() == 1
+
+
+def test_learner_code_cannot_signal_the_grader_or_open_connections(confined):
+    with pytest.raises(client.LearnerError, match="PermissionError"):
+        confined.signal_the_grader()
+    with pytest.raises(client.LearnerError, match="PermissionError"):
+        confined.connect()
+
+
+def test_processes_that_leave_the_process_group_are_killed_at_close(tmp_path):
+    (tmp_path / "l00_confined.py").write_text(CONFINED)
+    module = client.LearnerModule(tmp_path, "l00_confined")
+    marker = f"ESCAPEE-{os.getpid()}-{time.monotonic_ns()}"
+    assert module.escape_and_sleep(marker) == 1
+    time.sleep(0.3)
+    module.close()
+    assert [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in cmdline(pid)] == []
+
+
+def cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

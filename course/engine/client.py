@@ -200,12 +200,15 @@ class Worker:
             self.import_info, _ = self.receive(deadline)
         return self.import_info
 
-    def death_message(self) -> str:
+    def death_message(self, source_dir: Path | None = None) -> str:
         code = self.process.wait(timeout=5)
         if code < 0:
             name = signal.Signals(-code).name
             if name == "SIGSEGV":
-                return "Your code crashed the Python process (segmentation fault)."
+                where = _learner_line(self._output_since(0)[-20_000:], source_dir) \
+                    if source_dir else ""
+                return ("Your code crashed the Python process (segmentation fault)."
+                        + where.replace(" It was busy in", " It crashed in"))
             return f"The Python process running your code was killed by {name}."
         return (f"Your code ended the Python process (exit code {code}) instead of returning "
                 "a value. Remove sys.exit / os._exit / quit calls from your lesson files.")
@@ -222,17 +225,18 @@ class Worker:
         text = ""
         while time.monotonic() < deadline:
             time.sleep(0.02)
-            with open(self.output_path, "rb") as handle:
-                handle.seek(size)
-                text = handle.read(20_000).decode("utf-8", "replace")
+            text = self._output_since(size)
             if "most recent call first" in text and text.rstrip().endswith(">"):
                 break
-        for path, line in re.findall(r'File "([^"]+)", line (\d+)', text):
-            if Path(path).parent == source_dir:
-                code = _source_line(Path(path), int(line))
-                return f" It was busy in {Path(path).name}, line {line}" + \
-                    (f": {code}" if code else ".")
-        return ""
+        return _learner_line(text, source_dir)
+
+    def _output_since(self, offset: int) -> str:
+        try:
+            with open(self.output_path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read(200_000).decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     def kill(self) -> None:
         """Kill the worker and everything it started (its own process group), then reap it."""
@@ -322,7 +326,7 @@ class LearnerModule:
                                  f"{self.limits.import_seconds:g} s: is there a loop or a long "
                                  f"computation at the top level of a file?{where}") from None
         except (EOFError, protocol.ProtocolError):
-            message = worker.death_message()
+            message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message + " (while the file was being imported)") from None
 
@@ -358,7 +362,7 @@ class LearnerModule:
             raise LearnerTimeout(f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
                                  f" look for a loop that never ends.{where}") from None
         except (EOFError, BrokenPipeError, protocol.ProtocolError):
-            message = worker.death_message()
+            message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message) from None
         if not response.get("ok"):
@@ -393,8 +397,9 @@ class LearnerModule:
                     text += handle.read().decode("utf-8", "replace")
             except OSError:
                 pass
-        text = re.sub(r"(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) \(most recent call "
-                      r"first\):\n(?:  File .*\n)*", "", text)
+        text = re.sub(r"(?:Fatal Python error: .*\n\n)?(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) "
+                      r"\(most recent call first\):\n(?:  File .*\n)*(?:\n?Extension modules: .*\n)?",
+                      "", text)
         return text[-limit:]
 
     def close(self) -> None:
@@ -405,6 +410,16 @@ class LearnerModule:
             worker.output_path.unlink(missing_ok=True)
         kill_descendants_born_after(self.born)
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _learner_line(dump: str, source_dir: Path) -> str:
+    """" It was busy in FILE, line N: CODE" for the innermost learner frame of a faulthandler
+    dump (most recent call first), or ''."""
+    for path, line in re.findall(r'File "([^"]+)", line (\d+)', dump):
+        if Path(path).parent == source_dir:
+            code = _source_line(Path(path), int(line))
+            return f" It was busy in {Path(path).name}, line {line}" + (f": {code}" if code else ".")
+    return ""
 
 
 def _source_line(path: Path, number: int) -> str:

@@ -138,6 +138,7 @@ def main(argv: list[str]) -> int:
     confined = sandbox.confine(os.getcwd())
     # On SIGUSR1 the grader learns where a call that overran its time is stuck.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
+    faulthandler.enable(file=sys.stderr, all_threads=False)  # and where a crash happened
     read = lambda n: protocol.read_exact(request_fd, n)  # noqa: E731
     try:  # the first message says what to load; a spare worker waits here, numpy imported
         order, _ = protocol.unpack(read)
