@@ -221,7 +221,7 @@ class Worker:
             os.kill(self.process.pid, signal.SIGUSR1)
         except OSError:
             return ""
-        deadline = time.monotonic() + 0.3
+        deadline = time.monotonic() + 1.0  # a dump takes milliseconds; a loaded machine longer
         text = ""
         while time.monotonic() < deadline:
             time.sleep(0.02)

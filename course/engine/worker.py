@@ -75,7 +75,7 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
                            "remove it from your file.")[:500]
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         info["type"] = "OutputLimit"
-        info["message"] = (f"your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
+        info["message"] = (f"Your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
                            "for one check; look for a print inside a loop.")
     if isinstance(exc, SyntaxError):
         path = Path(exc.filename or "")
