@@ -31,7 +31,7 @@ def solutions_with(tmp_path: Path, module: str, source: str) -> Path:
 
 
 def all_messages(result: dict) -> str:
-    parts = [result.get("message", ""), result.get("note", "")]
+    parts = [result.get("message", ""), result.get("note", ""), result.get("notice", "")]
     for exercise in result["exercises"]:
         parts += [check["message"] for check in exercise["checks"]]
     return "\n".join(parts)

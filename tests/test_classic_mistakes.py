@@ -1,37 +1,57 @@
 """Every classic mistake in tests/mistakes/ fails its lesson, with a message that names it.
 
-A mistake is a whole lesson file: the solution with one classic error in it. Its first line says
-what the failure messages must mention: ``# expect: <text>`` (case-insensitive).
+tests/mistakes/<lesson>.toml lists a lesson's classic mistakes as data: each is a name, the
+words the failure messages must contain (`expect`, case-insensitive), and the edits that turn
+the lesson's solution into the mistaken version (each `old` occurs exactly once).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import tomllib
 
 import pytest
 
-from tests.helpers import MISTAKES, all_messages, grade_folder, solutions_with
-
-CASES = sorted(MISTAKES.glob("l*/*.py"))
-
-
-def expectation(path: Path) -> str:
-    first = path.read_text().splitlines()[0]
-    assert first.startswith("# expect: "), f"{path} must start with '# expect: <text>'"
-    return first.removeprefix("# expect: ").strip()
+from course.catalog import load_catalog
+from tests.helpers import MISTAKES, SOLUTIONS, all_messages, grade_folder, solutions_with
 
 
-def test_there_are_classic_mistakes_for_every_lesson_with_files():
-    lessons_with_mistakes = {p.parent.name for p in CASES}
-    assert {"l01_projections"} <= lessons_with_mistakes
+def load_cases() -> list[tuple[str, dict]]:
+    cases = []
+    for path in sorted(MISTAKES.glob("l*.toml")):
+        with open(path, "rb") as handle:
+            cases += [(path.stem, mistake) for mistake in tomllib.load(handle)["mistake"]]
+    return cases
 
 
-@pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
-def test_classic_mistake_fails_with_a_message_that_names_it(path, tmp_path):
-    module = path.parent.name
-    folder = solutions_with(tmp_path, module, path.read_text())
+CASES = load_cases()
+
+
+def mistaken_source(module: str, mistake: dict) -> str:
+    source = (SOLUTIONS / f"{module}.py").read_text()
+    for number, edit in enumerate(mistake["edit"], 1):
+        found = source.count(edit["old"])
+        assert found == 1, (f"edit {number} of {module}/{mistake['name']} matches the solution "
+                            f"{found} times (it must match once): update tests/mistakes/{module}.toml")
+        source = source.replace(edit["old"], edit["new"])
+    return source
+
+
+def test_every_available_lesson_has_classic_mistakes():
+    lessons = {module for module, _ in CASES}
+    assert {lesson.module for lesson in load_catalog().available()} <= lessons
+
+
+def test_mistake_names_are_unique_within_a_lesson():
+    names = [(module, mistake["name"]) for module, mistake in CASES]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("module, mistake", CASES,
+                         ids=[f"{module}/{mistake['name']}" for module, mistake in CASES])
+def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp_path):
+    folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
     result = grade_folder(folder, module)
-    assert result["status"] != "passed", f"{path.name} passed lesson {module}"
-    messages = all_messages(result)
-    assert expectation(path).lower() in messages.lower(), (
-        f"no failure message of {module} mentions {expectation(path)!r}:\n{messages[:3000]}")
+    assert result["status"] != "passed", f"{mistake['name']} passed lesson {module}"
+    messages = " ".join(all_messages(result).split())
+    assert mistake["expect"].lower() in messages.lower(), (
+        f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}")

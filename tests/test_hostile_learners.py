@@ -11,7 +11,8 @@ real `course check`, and for each of them
 A case is one file. Its header lines say `# lesson: N`, `# expect: words` (repeatable; every one
 must appear in the messages) and optionally `# seconds: N` (default 20). Then `# ---- NAME`
 lines start the files to put in the workspace: the lesson file itself, and anything else (a
-conftest.py, a numpy.py ...). Earlier lessons are copied from the solutions.
+conftest.py, a numpy.py ...); a file whose content is the line `<delete>` is removed, one whose
+content is `<solution>` is the lesson's solution. Earlier lessons are copied from the solutions.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     for name, content in files.items():
         if content == b"<delete>\n":
             (workspace / name).unlink()
+        elif content == b"<solution>\n":
+            shutil.copy(SOLUTIONS / name, workspace)
         else:
             (workspace / name).write_bytes(content)
     pristine, learner = tree_digest(LESSONS), tree_digest(workspace)
