@@ -182,6 +182,21 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
     raise named("\n".join(lines))
 
 
+def check_tuple(result: Any, what: str, names: tuple[str, ...] = ("out", "weights")) -> tuple:
+    """The learner's tuple of ``len(names)`` results, or a failure that says what came back."""
+    if isinstance(result, (tuple, list)) and len(result) == len(names):
+        return tuple(result)
+    if isinstance(result, np.ndarray):
+        got = f"one array of shape {result.shape}"
+    elif isinstance(result, (tuple, list)):
+        got = f"a {type(result).__name__} of {len(result)} items"
+    else:
+        got = _type_name(result)
+    listed = ", ".join(names)
+    raise AssertionError(f"{what} returned {got}; it must return the {len(names)} results "
+                         f"({listed}): end with `return {listed}`.")
+
+
 def check_not_modified(lesson: Any, what: str) -> None:
     """Fail if the learner's last call changed any of its input arrays in place."""
     if lesson.mutated:

@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import check_array, check_not_modified, exercise
+from course.engine.testing import check_array, check_not_modified, check_tuple, exercise
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
 
@@ -205,18 +205,7 @@ def attention_mistakes(q, k, v, mask=None, scale=None, part=1, dims="B T S"):
 # ---------------------------------------------------------------- helpers for the checks
 def pair(result, what):
     """The learner's (out, weights), or a failure that says what came back instead."""
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result
-    if isinstance(result, np.ndarray):
-        got = f"one array of shape {result.shape}"
-    elif isinstance(result, (tuple, list)):
-        got = f"a {type(result).__name__} of {len(result)} items"
-    elif result is None:
-        got = "None (is a `return` missing?)"
-    else:
-        got = repr(result)[:80]
-    raise AssertionError(f"{what} returned {got}; it must return the pair (out, weights): end "
-                         "with `return out, weights`.")
+    return check_tuple(result, what, ("out", "weights"))
 
 
 def check_attention(result, q, k, v, mask=None, scale=None, *, what, lead="B", dtype=None):

@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import check_array, check_not_modified, exercise
+from course.engine.testing import check_array, check_not_modified, check_tuple, exercise
 
 B, T, S, H, K = 2, 3, 5, 4, 6
 D = H * K  # 24
@@ -233,18 +233,7 @@ def random_mask(r, shape, fully_masked_row=False):
 
 def pair(result, what):
     """The learner's (out, weights), or a failure that says what came back instead."""
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result
-    if isinstance(result, np.ndarray):
-        got = f"one array of shape {result.shape}"
-    elif isinstance(result, (tuple, list)):
-        got = f"a {type(result).__name__} of {len(result)} items"
-    elif result is None:
-        got = "None (is a `return` missing?)"
-    else:
-        got = repr(result)[:80]
-    raise AssertionError(f"{what} returned {got}; it must return the pair (out, weights): end "
-                         "with `return out, weights`.")
+    return check_tuple(result, what, ("out", "weights"))
 
 
 def check_mha(result, x_q, x_kv, params, n_heads, mask=None, *, what, expected=None, dtype=None):

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, check_array, check_not_modified, exercise
+from course.engine.testing import KnownMistake, check_array, check_not_modified, check_tuple, exercise
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7
 D = H * K  # 42
@@ -193,18 +193,7 @@ def gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask=None, part=1):
 # ---------------------------------------------------------------- helpers for the checks
 def pair(result, what):
     """The learner's (out, weights), or a failure that says what came back instead."""
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result
-    if isinstance(result, np.ndarray):
-        got = f"one array of shape {result.shape}"
-    elif isinstance(result, (tuple, list)):
-        got = f"a {type(result).__name__} of {len(result)} items"
-    elif result is None:
-        got = "None (is a `return` missing?)"
-    else:
-        got = repr(result)[:80]
-    raise AssertionError(f"{what} returned {got}; it must return the pair (out, weights): end "
-                         "with `return out, weights`.")
+    return check_tuple(result, what, ("out", "weights"))
 
 
 def call_gqa(lesson, what, x_q, x_kv, params, n_heads, n_kv_heads, mask=None):

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import KnownMistake, check_array, exercise
+from course.engine.testing import KnownMistake, check_array, check_tuple, exercise
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K  # 12
@@ -240,18 +240,7 @@ def check_inputs_unchanged(lesson, what):
 
 def triple(result, what):
     """The learner's (out_t, cache_k, cache_v), or a failure that says what came back instead."""
-    if isinstance(result, (tuple, list)) and len(result) == 3:
-        return result
-    if isinstance(result, np.ndarray):
-        got = f"one array of shape {result.shape}"
-    elif isinstance(result, (tuple, list)):
-        got = f"a {type(result).__name__} of {len(result)} items"
-    elif result is None:
-        got = "None (is a `return` missing?)"
-    else:
-        got = repr(result)[:80]
-    raise AssertionError(f"{what} returned {got}; it must return the triple (out_t, cache_k, "
-                         "cache_v): end with `return out, cache_k, cache_v`.")
+    return check_tuple(result, what, ("out_t", "cache_k", "cache_v"))
 
 
 def out_mistakes(x_new, cache_k, cache_v, params, n_heads, n_kv_heads):
