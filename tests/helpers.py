@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
@@ -35,3 +38,22 @@ def all_messages(result: dict) -> str:
     for exercise in result["exercises"]:
         parts += [check["message"] for check in exercise["checks"]]
     return "\n".join(parts)
+
+
+LESSON_MODULE = re.compile(r"l\d\d_\w+")
+
+
+def import_lessons(*modules: str, folder: Path = SOLUTIONS) -> tuple[ModuleType, ...]:
+    """``folder/<module>.py`` for each module, imported by name as a learner's are, together with
+    the lesson modules they import from ``folder``. sys.path and sys.modules are restored
+    afterwards, so solutions and skeletons imported by different tests never mix."""
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules)
+             if LESSON_MODULE.fullmatch(name)}
+    sys.path.insert(0, str(folder))
+    try:
+        return tuple(importlib.import_module(module) for module in modules)
+    finally:
+        sys.path.remove(str(folder))
+        for name in [name for name in sys.modules if LESSON_MODULE.fullmatch(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)

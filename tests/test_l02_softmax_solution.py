@@ -11,12 +11,10 @@ returns -inf for such a row, as the course does, so logsumexp is compared everyw
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import import_lessons
 
 torch = pytest.importorskip("torch")
 
@@ -25,11 +23,7 @@ B, H, T, S = 2, 3, 4, 5
 
 @pytest.fixture(scope="module")
 def solution():
-    spec = importlib.util.spec_from_file_location("solution_l02_softmax",
-                                                  SOLUTIONS / "l02_softmax.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_lessons("l02_softmax")[0]
 
 
 def torch_softmax(x, axis):

@@ -11,13 +11,10 @@ defined (finite), and the solution's own rows are asserted to be exactly zero.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import import_lessons
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -28,15 +25,7 @@ B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
 @pytest.fixture(scope="module")
 def attention():
     """solutions/l03_attention.py, imported with solutions/ on the path for its l02_softmax."""
-    sys.path.insert(0, str(SOLUTIONS))
-    try:
-        spec = importlib.util.spec_from_file_location("solution_l03_attention",
-                                                      SOLUTIONS / "l03_attention.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SOLUTIONS))
-    return module
+    return import_lessons("l03_attention")[0]
 
 
 def qkv(seed, lead=(B, H), t=T, s=S, dtype=np.float64):

@@ -6,25 +6,17 @@ a KV cache needs. For T == S the two are the same mask; for T != S they differ, 
 mask equals torch.ones(T, S).tril(diagonal=S - T), PyTorch's `causal_lower_right(T, S)`.
 """
 
-import importlib.util
 
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import import_lessons
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 
-def load(module):
-    spec = importlib.util.spec_from_file_location(f"solution_{module}", SOLUTIONS / f"{module}.py")
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-masks = load("l04_masks")
+(masks,) = import_lessons("l04_masks")
 
 
 def qkv(t, s, dtype=torch.float64, seed=0, b=2, h=3, k=5):

@@ -5,25 +5,17 @@ q.view(T, B * H, K).transpose(0, 1)) and merges with out.transpose(1, 2).reshape
 head h owns features h*K:(h+1)*K, as in the course.
 """
 
-import importlib.util
 
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import import_lessons
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 
-def load(module):
-    spec = importlib.util.spec_from_file_location(f"solution_{module}", SOLUTIONS / f"{module}.py")
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-heads = load("l05_heads")
+(heads,) = import_lessons("l05_heads")
 
 
 @pytest.mark.parametrize("b, t, n_heads, k", [(2, 3, 4, 5), (1, 7, 2, 3), (3, 1, 6, 1), (2, 8, 1, 4)])

@@ -8,29 +8,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, SOLUTIONS
+from tests.helpers import REPO, import_lessons
 
 FIXTURES = REPO / "tests" / "lessons" / "fixtures" / "l06_multi_head.npz"
 TOOL = REPO / "tools" / "make_l06_fixtures.py"
-
-
-def load_solution():
-    """solutions/l06_multi_head.py with the solutions of the lessons it imports (by module name)."""
-    names = ("l01_projections", "l02_softmax", "l03_attention", "l05_heads", "l06_multi_head")
-    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(SOLUTIONS))
-    try:
-        return importlib.import_module("l06_multi_head")
-    finally:
-        sys.path.remove(str(SOLUTIONS))
-        for name in names:  # leave sys.modules as it was for other tests
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
 
 
 def load_tool():
@@ -42,7 +27,7 @@ def load_tool():
 
 @pytest.fixture(scope="module")
 def sol():
-    return load_solution()
+    return import_lessons("l06_multi_head")[0]
 
 
 # name, B, T, S (None: self-attention), D, H, bias, mask form

@@ -13,40 +13,30 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.helpers import LESSONS, SOLUTIONS
+from tests.helpers import LESSONS, SOLUTIONS, import_lessons
 from tests.lessons.test_l07_why_heads import FIRST_GRADED, inputs, multi_head_loop, targets
 
 V, L = 5, 7  # K = 12, D = 24
 
 
-def load(folder, module, alias):
-    """folder/module.py under the name `alias`, with folder on the path for its own imports."""
-    sys.path.insert(0, str(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(alias, folder / f"{module}.py")
-        loaded = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(loaded)
-    finally:
-        sys.path.remove(str(folder))
-    return loaded
+def load(folder, module):
+    return import_lessons(module, folder=folder)[0]
 
 
 @pytest.fixture(scope="module")
 def solution():
-    return load(SOLUTIONS, "l07_why_heads", "solution_l07_why_heads")
+    return load(SOLUTIONS, "l07_why_heads")
 
 
 @pytest.fixture(scope="module")
 def skeleton():
-    return load(LESSONS, "l07_why_heads", "skeleton_l07_why_heads")
+    return load(LESSONS, "l07_why_heads")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +45,7 @@ def lesson6():
     if not (SOLUTIONS / "l06_multi_head.py").is_file():
         pytest.skip("solutions/l06_multi_head.py is not written yet")
     try:
-        return load(SOLUTIONS, "l06_multi_head", "solution_l06_multi_head")
+        return load(SOLUTIONS, "l06_multi_head")
     except ImportError as exc:  # an earlier lesson's solution is missing
         pytest.skip(f"the lesson 6 solution cannot be imported yet: {exc}")
 

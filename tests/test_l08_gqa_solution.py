@@ -15,14 +15,12 @@ torch returns NaN there.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import SOLUTIONS, import_lessons
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -38,14 +36,7 @@ def _load(module):
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         pytest.skip(f"solutions not written yet: {', '.join(missing)}")
-    sys.path.insert(0, str(SOLUTIONS))
-    try:
-        spec = importlib.util.spec_from_file_location(f"solution_{module}", path)
-        loaded = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(loaded)
-    finally:
-        sys.path.remove(str(SOLUTIONS))
-    return loaded
+    return import_lessons(module)[0]
 
 
 @pytest.fixture(scope="module")

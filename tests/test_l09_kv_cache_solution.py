@@ -8,13 +8,10 @@ T == S its top-left causal mask is the same as the course's bottom-right one.
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import numpy as np
 import pytest
 
-from tests.helpers import SOLUTIONS
+from tests.helpers import import_lessons
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K
@@ -26,18 +23,8 @@ def sol():
     """The solutions of lessons 4, 8 and 9, imported by module name as a learner's are, with
     every lesson module they import taken from solutions/ (not from a skeleton that another test
     may have imported under the same name), and sys.modules restored afterwards."""
-    names = [path.stem for path in SOLUTIONS.glob("l[0-9][0-9]_*.py")]
-    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
-    sys.path.insert(0, str(SOLUTIONS))
-    try:
-        loaded = {name: importlib.import_module(module) for name, module in
-                  (("l04", "l04_masks"), ("l08", "l08_gqa"), ("l09", "l09_kv_cache"))}
-    finally:
-        sys.path.remove(str(SOLUTIONS))
-        for name in names:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
-    return loaded
+    modules = import_lessons("l04_masks", "l08_gqa", "l09_kv_cache")
+    return dict(zip(("l04", "l08", "l09"), modules, strict=True))
 
 
 def make_params(r, n_kv_heads=G, bias=True, dtype=np.float64):
