@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
 from course.engine import client, integrity
+from course.engine.processes import Worker
 from course.engine.results import (
     ERROR,
     NOT_STARTED,
@@ -101,7 +102,7 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
 
 def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None = None,
           test_file: Path | None = None,
-          spare: tuple[client.Worker, Path] | None = None) -> LessonResult:
+          spare: tuple[Worker, Path] | None = None) -> LessonResult:
     """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests.
 
     ``spare`` is a blank worker (and its scratch folder) started ahead of time by the warm

@@ -143,11 +143,11 @@ def _warm_up() -> None:
 def _ready_child(listener: socket.socket, notify: int) -> None:
     """Runs in a forked child: start a spare worker, wait for one request, grade it, exit."""
     from course.catalog import load_catalog
-    from course.engine import client
+    from course.engine.processes import Worker
     from course.engine.runner import grade
 
     scratch = Path(tempfile.mkdtemp(prefix="course-"))
-    spare = client.Worker(scratch)
+    spare = Worker(scratch)
     def retire(*_: object) -> None:
         spare.kill()
         os._exit(0)

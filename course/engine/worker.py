@@ -1,6 +1,6 @@
 """The worker: the only process that imports and runs a learner's module.
 
-Started by ``client.Worker`` with ``python -I`` and two pipe descriptors. Its first message names
+Started by ``processes.Worker`` with ``python -I`` and two pipe descriptors. Its first message names
 the folder and module to load (a spare worker can wait for it with numpy already imported). It
 limits its own memory before importing anything of the learner's, imports the module, then
 answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
