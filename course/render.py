@@ -146,6 +146,24 @@ def finish(catalog: Catalog) -> Text:
     return text
 
 
+def watch_screen(lesson: Lesson, result: LessonResult, session: Session,
+                 extra: RenderableType | None = None) -> RenderableType:
+    """One screen of `course watch`: the keys, the check, progress over the course."""
+    from rich.progress_bar import ProgressBar
+
+    available = session.catalog.available()
+    passed = sum(session.state.status(each.module) == "passed" for each in available)
+    keys = Text("watching your files · n next lesson (when green) · h hint · l list · r re-run · "
+                "q quit", style="dim")
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(ProgressBar(total=len(available), completed=passed, width=30),
+                Text(f"{passed} of {len(available)} lessons passed"))
+    parts: list[RenderableType] = [keys, result_screen(lesson, result, session), bar]
+    if extra is not None:
+        parts.append(extra)
+    return Group(*parts)
+
+
 def notices(session: Session) -> RenderableType:
     return Group(*[Text(notice, style="yellow") for notice in session.notices])
 

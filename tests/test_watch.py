@@ -1,0 +1,103 @@
+"""`course watch` in a real pseudo-terminal: it grades, redraws after a save, and advances."""
+
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import SOLUTIONS
+
+
+class Terminal:
+    """`course watch` running in a pseudo-terminal; ``expect`` reads its screen output."""
+
+    def __init__(self, cwd, *args):
+        self.master, slave = pty.openpty()
+        env = dict(os.environ, NO_COLOR="1", COLUMNS="100", LINES="40", TERM="xterm",
+                   COURSE_SERVER="off")
+        self.process = subprocess.Popen([sys.executable, "-m", "course", "watch", *args],
+                                        cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
+                                        env=env, start_new_session=True)
+        os.close(slave)
+        self.screen = ""
+
+    def expect(self, text, seconds=20.0):
+        deadline = time.monotonic() + seconds
+        while text not in self.screen:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{text!r} never appeared; the screen ends with:\n{self.screen[-1500:]}"
+            ready, _, _ = select.select([self.master], [], [], remaining)
+            if ready:
+                try:
+                    self.screen += os.read(self.master, 65536).decode("utf-8", "replace")
+                except OSError:  # the program ended
+                    break
+        assert text in self.screen
+        return time.monotonic()
+
+    def send(self, keys):
+        self.screen = ""
+        os.write(self.master, keys.encode())
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        os.close(self.master)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    subprocess.run([sys.executable, "-m", "course", "init", "ws"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    return tmp_path / "ws"
+
+
+@pytest.mark.parametrize("mode", [(), ("--poll",)], ids=["change events", "polling"])
+def test_watch_redraws_after_a_save_and_moves_on_with_n_when_green(workspace, mode):
+    terminal = Terminal(workspace, *mode)
+    try:
+        terminal.expect("0 of 18 checks passed")
+        terminal.send("n")  # not green yet: it says so and stays
+        terminal.expect("not green yet")
+        terminal.screen = ""
+        saved = time.monotonic()
+        shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+        redrawn = terminal.expect("18 of 18 checks passed")
+        assert redrawn - saved < 5, f"redrawn {redrawn - saved:.1f} s after the save"
+        terminal.expect("1 of 9 lessons passed")
+        terminal.send("h")
+        terminal.expect("Hints for")
+        terminal.send("n")
+        terminal.expect("Lesson 02")
+        terminal.send("q")
+        terminal.expect("Stopped watching")
+        assert terminal.process.wait(timeout=10) == 0
+    finally:
+        terminal.close()
+
+
+def test_watch_without_a_terminal_refuses_instead_of_hanging(workspace):
+    done = subprocess.run([sys.executable, "-m", "course", "watch"], cwd=workspace,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "needs a terminal" in done.stdout
+
+
+def test_ctrl_c_stops_watching_and_leaves_the_progress_readable(workspace):
+    terminal = Terminal(workspace)
+    try:
+        terminal.expect("0 of 18 checks passed")
+        terminal.send("\x03")
+        terminal.expect("Stopped watching")
+        assert terminal.process.wait(timeout=10) == 0
+    finally:
+        terminal.close()
+    import json
+
+    state = json.loads((workspace / ".course" / "state.json").read_text())
+    assert state["lessons"]["l01_projections"]["status"] == "not-started"
