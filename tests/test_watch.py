@@ -1,16 +1,24 @@
 """`course watch` in a real pseudo-terminal: it grades, redraws after a save, and advances."""
 
+import fcntl
 import os
 import pty
 import select
 import shutil
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
 
 from tests.helpers import SOLUTIONS
+
+
+def controlling_terminal():
+    """In the child: a new session whose controlling terminal is the pty (so ^C is SIGINT)."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 class Terminal:
@@ -22,7 +30,7 @@ class Terminal:
                    COURSE_SERVER="off")
         self.process = subprocess.Popen([sys.executable, "-m", "course", "watch", *args],
                                         cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
-                                        env=env, start_new_session=True)
+                                        env=env, preexec_fn=controlling_terminal)
         os.close(slave)
         self.screen = ""
 
