@@ -67,7 +67,7 @@ def _lesson(session, name: str | None):
     if name is None:
         current = session.current()
         if current is None:
-            _fail("Every available lesson has passed; name a lesson to check it again.", 0)
+            _fail("Every lesson has passed; name a lesson to check it again.", 0)
         return current
     try:
         lesson = session.catalog.resolve(name)
@@ -258,7 +258,7 @@ def watch(
         elif key == "n":
             upcoming = session.current()
             if upcoming is None:
-                draw(False, render.finish(session.catalog))
+                draw(False, render.finish(session.catalog, session))
             else:
                 view["lesson"] = upcoming
                 draw()

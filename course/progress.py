@@ -127,20 +127,39 @@ class NextStep:
     lesson: Lesson | None  # the lesson that was checked (None: everything had passed already)
     result: LessonResult | None
     introduced: Lesson | None  # the lesson to work on now, when it is a new one
-    finished: bool
+    finished: bool  # every lesson passed, confirmed by re-grading them all
+    welcome: bool = False  # the learner's very first `course next`
 
 
 def next_step(session: Session) -> NextStep:
-    """Re-check the current lesson; when it passes, move on and introduce the next one."""
+    """Re-check the current lesson; when it passes, move on and introduce the next one. When
+    every lesson seems passed, re-grade them all before saying the course is finished."""
+    welcome = not session.state.welcomed
+    if welcome:
+        session.state.welcomed = True
+        session.save()
     lesson = session.current()
     if lesson is None:
-        return NextStep(None, None, None, finished=True)
+        return _finish_or_reopen(session, welcome)
     result = check(session, lesson)
     if not result.passed:
         introduce = lesson if result.status == "not-started" else None
-        return NextStep(lesson, result, introduce, finished=False)
+        return NextStep(lesson, result, introduce, finished=False, welcome=welcome)
     upcoming = session.current()
-    return NextStep(lesson, result, upcoming, finished=upcoming is None)
+    if upcoming is None:
+        step = _finish_or_reopen(session, welcome)
+        return NextStep(lesson, result, step.introduced, step.finished, welcome)
+    return NextStep(lesson, result, upcoming, finished=False, welcome=welcome)
+
+
+def _finish_or_reopen(session: Session, welcome: bool) -> NextStep:
+    """Re-grade every lesson (a file may have changed since it passed); finished only if all
+    pass, else the first that does not is current again."""
+    for each in session.catalog.available():
+        result = check(session, each)
+        if not result.passed:
+            return NextStep(each, result, None, finished=False, welcome=welcome)
+    return NextStep(None, None, None, finished=True, welcome=welcome)
 
 
 @dataclass

@@ -122,8 +122,32 @@ def intro(lesson: Lesson, session: Session) -> RenderableType:
                  border_style="cyan")
 
 
+def welcome(session: Session) -> RenderableType:
+    """The first screen a learner sees: what the course is, the loop, where the files are."""
+    folder = session.workspace.display(session.workspace.root)
+    body = Group(
+        Text("You will implement multi-head attention from scratch in numpy, one lesson at a "
+             "time, from a linear projection to grouped-query attention with a KV cache. Every "
+             "lesson is one file with functions to write; the grader tells you within a second "
+             "what is right and what is wrong."),
+        Text(""),
+        Text("The loop", style="bold"),
+        Text("  1. `course next` says what to do now (and moves on when a lesson passes)\n"
+             f"  2. edit the lesson file in {folder}/\n"
+             "  3. `course check` (or leave `course watch` running) and read the feedback\n"
+             "  4. stuck? `course hint` reveals a hint; `course list` shows where you are"),
+        Text(""),
+        Text("Shapes are written with letters: B batch, T queries, S keys, D model width, "
+             "H heads, G key/value heads, K head width."),
+    )
+    return Panel(body, title="Welcome to " + escape(session.catalog.title), title_align="left",
+                 border_style="cyan")
+
+
 def next_screen(step: NextStep, session: Session) -> RenderableType:
     parts: list[RenderableType] = [notices(session)]
+    if step.welcome:
+        parts.append(welcome(session))
     if step.lesson is not None and step.result is not None:
         if step.result.passed:
             parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.",
@@ -133,17 +157,27 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
     if step.introduced is not None:
         parts.append(intro(step.introduced, session))
     if step.finished:
-        parts.append(finish(session.catalog))
+        parts.append(finish(session.catalog, session))
     return Group(*parts)
 
 
-def finish(catalog: Catalog) -> Text:
+def finish(catalog: Catalog, session: Session | None = None) -> RenderableType:
+    """The finish screen: every lesson re-graded and passed."""
+    text = Text("Every lesson passes, re-graded just now: you have built multi-head attention, "
+                "grouped-query attention and a KV cache from scratch. Well done!",
+                style="bold green")
     soon = [lesson for lesson in catalog.lessons if not lesson.available]
-    text = Text("Every available lesson has passed. Well done!", style="bold green")
     if soon:
         text.append(f"\n{len(soon)} more lessons are coming soon: `course list` shows them.",
                     style="")
-    return text
+    if session is None:
+        return text
+    hints = sum(sum(p.hints.values()) for p in session.state.lessons.values())
+    peeks = [m for m, p in session.state.lessons.items() if p.solution_peeked]
+    summary = Text(f"Hints revealed: {hints}. Solutions peeked at before passing: "
+                   f"{len(peeks)}. `course solution N` shows any reference solution now.",
+                   style="dim")
+    return Panel(Group(text, summary), title="Finished", title_align="left", border_style="green")
 
 
 def watch_screen(lesson: Lesson, result: LessonResult, session: Session,

@@ -194,3 +194,23 @@ def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):
     assert done.returncode == 0
     assert "NOT A GRADE" in done.stdout and "DEBUG-ME (2, 3, 4)" in done.stdout
     assert (workspace / ".course" / "state.json").read_text() == before
+
+
+def test_the_welcome_is_shown_once(tmp_path):
+    first = course("next", cwd=tmp_path)
+    assert "Welcome to" in first.stdout and "The loop" in first.stdout
+    second = course("next", cwd=tmp_path)
+    assert "Welcome to" not in second.stdout and "Lesson 01" in second.stdout
+
+
+def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(workspace):
+    for solution in SOLUTIONS.glob("l0*.py"):
+        shutil.copy(solution, workspace)
+    for _ in range(9):  # one lesson passes per `course next`
+        done = course("next", cwd=workspace)
+    assert "Every lesson passes, re-graded just now" in " ".join(done.stdout.split())
+    source = (SOLUTIONS / "l04_masks.py").read_text()
+    (workspace / "l04_masks.py").write_text(source.replace("def causal_mask(t, s=None):",
+                                                           "def causal_mask(t, s=None):\n    return None"))
+    reopened = course("next", cwd=workspace)
+    assert "Every lesson passes" not in reopened.stdout and "Lesson 04" in reopened.stdout
