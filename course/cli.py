@@ -39,9 +39,12 @@ def _console():
 
 
 def _show(*renderables) -> None:
+    """Print rich objects; plain strings (paths, names) are text, never markup."""
+    from rich.text import Text
+
     console = _console()
     for renderable in renderables:
-        console.print(renderable)
+        console.print(Text(renderable) if isinstance(renderable, str) else renderable)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:

@@ -68,7 +68,7 @@ def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> Ren
     table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
     for exercise in result.exercises:
         passed = sum(c.status == "passed" for c in exercise.checks)
-        table.add_row(status(exercise.status), exercise.name,
+        table.add_row(status(exercise.status), Text(exercise.name),
                       Text(f"{passed}/{len(exercise.checks)}", style="dim"))
     parts: list[RenderableType] = [head, table]
     if result.message:
@@ -106,12 +106,12 @@ def intro(lesson: Lesson, session: Session) -> RenderableType:
     goals.add_column(no_wrap=True)
     goals.add_column()
     for goal in lesson.goals:
-        goals.add_row("  •", goal)
+        goals.add_row("  •", Text(goal))  # catalog text is never markup: lengths[b] stays
     steps = Table.grid(padding=(0, 1))
     steps.add_column(no_wrap=True)
     steps.add_column()
     for number, exercise in enumerate(lesson.exercises, 1):
-        steps.add_row(f"  {number}.", exercise.summary)
+        steps.add_row(f"  {number}.", Text(exercise.summary))
     body = Group(
         Text("You will learn to", style="bold"), goals, Text(""),
         Text.assemble(("Open ", "bold"), (path, "bold cyan"), (" and write, in order:", "bold")),
@@ -216,7 +216,7 @@ def lesson_list(session: Session) -> RenderableType:
             label = "current"
         else:
             label = session.state.status(lesson.module)
-        table.add_row(lesson.id, lesson.title, lesson.module, status(label),
+        table.add_row(lesson.id, Text(lesson.title), lesson.module, status(label),
                       style="dim" if label == "coming soon" else "")
     return Group(notices(session), table)
 
@@ -231,7 +231,7 @@ def lesson_page(lesson: Lesson, session: Session) -> RenderableType:
     for exercise in lesson.exercises:
         label = progress.exercises.get(exercise.name, "not-started") if progress else "not-started"
         seen = progress.hints.get(exercise.name, 0) if progress else 0
-        table.add_row(exercise.name, status(label), f"{seen}/{len(exercise.hints)}")
+        table.add_row(Text(exercise.name), status(label), f"{seen}/{len(exercise.hints)}")
     if not lesson.available:
         return Text(f"{lesson_heading(lesson)} is coming soon: its files are not written yet.")
     return Group(notices(session), intro(lesson, session), table)

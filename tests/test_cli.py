@@ -214,3 +214,8 @@ def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(wor
                                                            "def causal_mask(t, s=None):\n    return None"))
     reopened = course("next", cwd=workspace)
     assert "Every lesson passes" not in reopened.stdout and "Lesson 04" in reopened.stdout
+
+
+def test_catalog_text_is_shown_literally_never_as_markup(workspace):
+    done = course("show", "4", cwd=workspace)
+    assert "lengths[b]" in done.stdout

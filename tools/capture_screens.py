@@ -1,0 +1,69 @@
+"""Capture the course's main screens as plain text and SVG, for the README and for reviewing
+how they read: `course list`, `course next` (a new lesson) and `course check` (a classic
+mistake). Screens are built from the same progress and render functions the commands use, on a
+throw-away workspace, 80 columns wide.
+
+    python tools/capture_screens.py [OUT_DIR]     (default: docs/screens)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from rich.console import Console
+
+from course import progress, render, state
+from course import workspace as ws
+from course.catalog import load_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def mistaken(module: str, name: str) -> str:
+    """The solution of ``module`` with the classic mistake ``name`` of tests/mistakes applied."""
+    source = (REPO / "solutions" / f"{module}.py").read_text()
+    with open(REPO / "tests" / "mistakes" / f"{module}.toml", "rb") as handle:
+        mistake = next(m for m in tomllib.load(handle)["mistake"] if m["name"] == name)
+    for edit in mistake["edit"]:
+        source = source.replace(edit["old"], edit["new"])
+    return source
+
+
+def save(name: str, renderable, out: Path) -> None:
+    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor",
+                      file=io.StringIO())
+    console.print(renderable)
+    (out / f"{name}.txt").write_text(console.export_text(styles=False, clear=False))
+    (out / f"{name}.svg").write_text(console.export_svg(title=f"course {name.replace('_', ' ')}"))
+    print(f"wrote {out / name}.txt and .svg")
+
+
+def main(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["COURSE_SERVER"] = "off"
+    catalog = load_catalog()
+    folder = Path(tempfile.mkdtemp(prefix="course-screens-")) / "workspace"
+    workspace, added = ws.init(folder, catalog)
+    state.save(state.State(welcomed=True, placed=[p.stem for p in added]), workspace.state_path)
+    os.chdir(folder.parent)
+    for lesson in catalog.lessons[:2]:
+        (folder / lesson.file_name).write_text((REPO / "solutions" / lesson.file_name).read_text())
+    (folder / "l03_attention.py").write_text(mistaken("l03_attention", "mask_minus_1e9"))
+    session = progress.open_session(str(folder))
+    for lesson in catalog.lessons[:2]:
+        progress.check(session, lesson)
+    third = catalog.resolve("3")
+    save("check", render.result_screen(third, progress.check(session, third), session), out)
+    save("list", render.lesson_list(session), out)
+    (folder / "l03_attention.py").write_text((REPO / "solutions" / "l03_attention.py").read_text())
+    save("next", render.next_screen(progress.next_step(session), session), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "screens"))
