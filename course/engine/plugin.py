@@ -146,6 +146,3 @@ class GradingPlugin:
         when = cast(Literal["setup", "call", "teardown"], call.when)
         return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
                                  duration=call.duration, start=call.start, stop=call.stop)
-
-
-__all__ = ["GradingPlugin", "Record", "classify", "FAILED"]

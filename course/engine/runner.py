@@ -20,8 +20,6 @@ from course.engine import client, integrity
 from course.engine.processes import Worker
 from course.engine.results import (
     ERROR,
-    NOT_STARTED,
-    PASSED,
     CheckResult,
     ExerciseResult,
     LessonResult,
@@ -60,7 +58,7 @@ def _pytest_args(test_file: Path) -> list[str]:
     ]
 
 
-def _run_pytest(test_file: Path, plugin: object) -> str:
+def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     """Run pytest in this (trusted) process; returns what pytest printed, for grader bugs only."""
     # The environment must not reconfigure the trusted run (PYTEST_ADDOPTS, plugin autoload).
     saved = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS",
@@ -74,7 +72,7 @@ def _run_pytest(test_file: Path, plugin: object) -> str:
     # Nothing of the grader's may land in the learner's folder: run from the scratch folder,
     # where hypothesis's own cache (written even without a database) goes too.
     here = os.getcwd()
-    scratch = plugin.learner.scratch  # type: ignore[attr-defined]
+    scratch = plugin.learner.scratch
     configuration.set_hypothesis_home_dir(str(scratch / ".hypothesis"))
     try:
         os.chdir(scratch)
@@ -128,13 +126,12 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
         learner.close()
         tests.cleanup()
     _explain_signatures(lesson, result)
-    encoding = _encoding_notice(source_dir / lesson.file_name)
-    if encoding:
-        result.notice = encoding
+    notices = [_encoding_notice(source_dir / lesson.file_name)]
     if tests.modified:
-        result.notice = (f"The course's grading tests were modified on this machine "
-                         f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
-                         "that ships with the course.")
+        notices.append(f"The course's grading tests were modified on this machine "
+                       f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
+                       "that ships with the course.")
+    result.notice = " ".join(notice for notice in notices if notice)
     result.duration = time.monotonic() - started
     return result
 
@@ -214,5 +211,3 @@ def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:
                     f"finish that lesson first (`course check {record.dependency}`).")
     return ""
 
-
-__all__ = ["grade", "PASSED", "NOT_STARTED"]
