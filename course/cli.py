@@ -161,12 +161,25 @@ def list_(workspace: WorkspaceOption = None) -> None:
 
 
 @app.command()
-def show(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
+def show(
+    lesson: LessonArgument,
+    attention_map: Annotated[bool, typer.Option(
+        "--map", help="Draw your attention weights on a small sentence, beside the reference "
+                      "(lessons 3, 4, 6 and 8).")] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
     from course import render
 
     session = _session(workspace)
-    _show(render.lesson_page(_lesson(session, lesson), session))
+    chosen = _lesson(session, lesson)
+    if attention_map:
+        from course.engine.maps import attention_maps
+        from course.render_maps import maps_screen
+
+        _show(maps_screen(attention_maps(chosen, session.workspace.root)))
+        return
+    _show(render.lesson_page(chosen, session))
 
 
 @app.command()

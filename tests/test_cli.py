@@ -219,3 +219,12 @@ def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(wor
 def test_catalog_text_is_shown_literally_never_as_markup(workspace):
     done = course("show", "4", cwd=workspace)
     assert "lengths[b]" in done.stdout
+
+
+def test_show_map_draws_the_learners_attention_weights(workspace):
+    for module in ("l02_softmax", "l03_attention"):
+        shutil.copy(SOLUTIONS / f"{module}.py", workspace)
+    done = course("show", "3", "--map", cwd=workspace)
+    assert done.returncode == 0
+    assert "yours" in done.stdout and "reference" in done.stdout
+    assert "stays within the mask" in done.stdout
