@@ -148,7 +148,21 @@ def check(
 
         screens = [render.result_screen(each, result, session) for each, result in results]
         _show(render.notices(session), *screens)
+        if len(results) == 1 and results[0][1].status == "failed":
+            _show_map_if_it_explains(*results[0], session)
     raise typer.Exit(0 if passed else 1)
+
+
+def _show_map_if_it_explains(lesson, result, session) -> None:
+    """A failing lesson with attention weights gets a small map when it shows the problem."""
+    from course.engine.maps import LESSONS_WITH_MAPS, attention_maps
+
+    if lesson.module in LESSONS_WITH_MAPS:
+        from course.render_maps import compact, explains
+
+        maps = attention_maps(lesson, session.workspace.root)
+        if explains(maps):
+            _show(compact(maps))
 
 
 @app.command(name="list")

@@ -78,5 +78,31 @@ def maps_screen(maps: AttentionMaps) -> RenderableType:
     return Group(*parts)
 
 
+def explains(maps: AttentionMaps) -> bool:
+    """Whether a map is worth showing with a failure: broken rows, or weights that differ."""
+    if maps.learner is None or maps.reference is None:
+        return False
+    return bool(maps.flags) or bool(np.nanmax(np.abs(maps.learner - maps.reference)) > 1e-6)
+
+
+def compact(maps: AttentionMaps) -> RenderableType:
+    """The first head that differs, yours beside the reference, for a failing check's screen."""
+    assert maps.learner is not None and maps.reference is not None
+    differing = [h for h in range(maps.reference.shape[0])
+                 if not np.allclose(maps.learner[h], maps.reference[h], atol=1e-6)
+                 or any(flag[0] == h for flag in maps.flags)] or [0]
+    head = differing[0]
+    flagged = {row for h, row, _ in maps.flags if h == head}
+    notes = Text()
+    for _, row, what in [f for f in maps.flags if f[0] == head][:3]:
+        notes.append(f"query {row} ({maps.tokens[row]}): {what}\n", style="red")
+    kv = f", key/value head {maps.kv_heads[head]}" if maps.kv_heads else ""
+    return Panel(Group(Columns([heatmap(maps.learner[head], maps.tokens, "yours", flagged),
+                                heatmap(maps.reference[head], maps.tokens, "reference")],
+                               padding=(0, 3)), notes),
+                 title=f"Your attention weights, head {head}{kv} (all: `course show --map`)",
+                 title_align="left", border_style="dim")
+
+
 def _legend() -> Text:
     return Text(f"shade: 0 {SHADES!r} 1", style="dim")

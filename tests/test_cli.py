@@ -228,3 +228,14 @@ def test_show_map_draws_the_learners_attention_weights(workspace):
     assert done.returncode == 0
     assert "yours" in done.stdout and "reference" in done.stdout
     assert "stays within the mask" in done.stdout
+
+
+def test_a_failing_attention_check_shows_a_small_map_that_flags_the_rows(workspace):
+    shutil.copy(SOLUTIONS / "l02_softmax.py", workspace)
+    source = (SOLUTIONS / "l03_attention.py").read_text()
+    (workspace / "l03_attention.py").write_text(
+        source.replace("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"))
+    done = course("check", "3", cwd=workspace)
+    assert done.returncode == 1 and "Your attention weights" in done.stdout
+    assert "weight on a key the mask forbids" in done.stdout
+    assert "Your attention weights" not in course("check", "1", cwd=workspace).stdout
