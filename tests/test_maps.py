@@ -69,7 +69,7 @@ def test_a_stub_and_a_lesson_without_weights_say_so_in_words(tmp_path):
     lessons = SOLUTIONS.parent / "lessons"
     stub = attention_maps(CATALOG.by_module("l03_attention"), lessons)
     assert "NotImplementedError" in stub.problem and stub.learner is None
-    none = attention_maps(CATALOG.by_module("l05_heads"), SOLUTIONS)
+    none = attention_maps(CATALOG.by_module("l02_softmax"), SOLUTIONS)
     assert "no attention weights" in none.problem
 
 
@@ -81,3 +81,9 @@ def test_the_map_screen_renders_yours_reference_and_difference():
     text = console.export_text()
     assert "yours" in text and "reference" in text and "|difference|" in text
     assert text.count("head ") >= 4 and "stays within the mask" in text
+
+
+def test_a_head_split_without_transpose_shows_in_the_map(tmp_path):
+    folder = with_mistake(tmp_path, "l05_heads", "split_reshape_without_transpose")
+    maps = attention_maps(CATALOG.by_module("l05_heads"), folder)
+    assert maps.learner is not None and np.abs(maps.learner - maps.reference).max() > 1e-3

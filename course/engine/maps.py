@@ -19,7 +19,7 @@ from course.engine import client
 
 TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 T = len(TOKENS)
-LESSONS_WITH_MAPS = ("l03_attention", "l04_masks", "l06_multi_head", "l08_gqa")
+LESSONS_WITH_MAPS = ("l03_attention", "l04_masks", "l05_heads", "l06_multi_head", "l08_gqa")
 
 
 @dataclass
@@ -85,6 +85,15 @@ def _learner(lesson: str, e: dict, module: client.LearnerModule) -> np.ndarray:
         if not isinstance(mask, np.ndarray) or mask.shape != (T, T):
             raise client.LearnerError(f"causal_mask({T}) did not return a ({T}, {T}) array.")
         return _reference_attention(e["q"], e["k"], mask.astype(bool))
+    elif lesson == "l05_heads":  # the reference pipeline, with the learner's head split
+        x, p, h = e["x"], e["params"], e["h"]
+        q, k = module.split_heads(x @ p["w_q"], h), module.split_heads(x @ p["w_k"], h)
+        want = (1, h, T, x.shape[-1] // h)
+        for name, value in (("q", q), ("k", k)):
+            if not isinstance(value, np.ndarray) or value.shape != want:
+                raise client.LearnerError(f"split_heads({name}, {h}) did not return a "
+                                          f"{want} array.")
+        return _reference_attention(q, k, e["causal"])[0]
     elif lesson == "l06_multi_head":
         _, weights = module.multi_head_attention(e["x"], e["x"], e["params"], e["h"], e["causal"])
     else:
