@@ -148,16 +148,25 @@ def check(
 
         screens = [render.result_screen(each, result, session) for each, result in results]
         _show(render.notices(session), *screens)
-        if len(results) == 1 and results[0][1].status == "failed":
-            _show_map_if_it_explains(*results[0], session)
+        if len(results) == 1 and results[0][1].status in ("failed", "error"):
+            _show_diagnostics(*results[0], session)
     raise typer.Exit(0 if passed else 1)
 
 
-def _show_map_if_it_explains(lesson, result, session) -> None:
-    """A failing lesson with attention weights gets a small map when it shows the problem."""
+def _show_diagnostics(lesson, result, session) -> None:
+    """A failing lesson gets the shape trace (lessons 6, 8, 9) when a shape went wrong, and a
+    small attention map (lessons 3-6, 8) when the weights show the problem."""
     from course.engine.maps import LESSONS_WITH_MAPS, attention_maps
+    from course.engine.shapes import EXPECTED, shape_trace
 
-    if lesson.module in LESSONS_WITH_MAPS:
+    if lesson.module in EXPECTED:
+        from course.render_maps import shape_trace_table
+
+        trace = shape_trace(lesson, session.workspace.root)
+        if trace is not None and trace.mismatch:
+            _show(shape_trace_table(trace))
+            return
+    if lesson.module in LESSONS_WITH_MAPS and result.status == "failed":
         from course.render_maps import compact, explains
 
         maps = attention_maps(lesson, session.workspace.root)

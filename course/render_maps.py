@@ -1,4 +1,5 @@
-"""Attention maps as terminal heatmaps: learner, reference and their difference, side by side.
+"""Attention maps as terminal heatmaps (learner, reference and their difference, side by side),
+and shape traces as tables: the pictures that explain an attention bug.
 
 Each cell shows its weight as a shade character and, in colour, as a background; without colour
 the shades alone carry it. Flagged rows are marked at the right and listed below.
@@ -14,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from course.engine.maps import AttentionMaps
+from course.engine.shapes import ShapeTrace
 
 SHADES = " .:-=+*#%@"
 
@@ -106,3 +108,20 @@ def compact(maps: AttentionMaps) -> RenderableType:
 
 def _legend() -> Text:
     return Text(f"shade: 0 {SHADES!r} 1", style="dim")
+
+
+def shape_trace_table(trace: ShapeTrace) -> RenderableType:
+    """The shapes at the named points, expected beside yours, the first mismatch explained."""
+    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False)
+    for column in ("point", "from your", "expected", "yours"):
+        table.add_column(column, style="dim" if column == "from your" else "")
+    for point, function, expected, yours, matches in trace.rows:
+        mark = Text(yours, style="" if matches else "bold red")
+        if not matches:
+            mark.append(" ✘")
+        table.add_row(Text(point), Text(function), Text(expected), mark)
+    parts: list[RenderableType] = [table]
+    if trace.mismatch:
+        parts.append(Text(trace.mismatch, style="bold"))
+    return Panel(Group(*parts), title="Shapes through your code (B=7 T=3 S=5 H=4 K=6 D=24 G=2)",
+                 title_align="left", border_style="dim")

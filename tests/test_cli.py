@@ -239,3 +239,16 @@ def test_a_failing_attention_check_shows_a_small_map_that_flags_the_rows(workspa
     assert done.returncode == 1 and "Your attention weights" in done.stdout
     assert "weight on a key the mask forbids" in done.stdout
     assert "Your attention weights" not in course("check", "1", cwd=workspace).stdout
+
+
+def test_a_failing_multi_head_check_shows_the_shape_trace(workspace):
+    for module in ("l01_projections", "l02_softmax", "l03_attention", "l06_multi_head"):
+        shutil.copy(SOLUTIONS / f"{module}.py", workspace)
+    from tests.test_shapes import with_mistake
+
+    broken = with_mistake(workspace.parent / "mistake", "l05_heads", "split_no_swap")
+    shutil.copy(broken / "l05_heads.py", workspace)
+    done = course("check", "6", cwd=workspace)
+    flat = " ".join(done.stdout.split())
+    assert done.returncode == 1 and "Shapes through your code" in flat
+    assert "split_heads gave (B, T, H, K) where (B, H, T, K) was expected" in flat

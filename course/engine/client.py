@@ -145,6 +145,12 @@ class LearnerFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._owner.call(self.__name__, args, kwargs)
 
+    def traced(self, *args: Any, **kwargs: Any) -> tuple[Any, list[dict]]:
+        """Call and also return the calls it made to the learner's other lessons, with their
+        argument and result shapes (a LearnerProblem still raises; its trace is on ``.trace``)."""
+        result = self._owner.call(self.__name__, args, kwargs, trace=True)
+        return result, self._owner.trace
+
     def __repr__(self) -> str:
         return f"<learner function {self._owner.module}.{self.__name__}>"
 
@@ -167,6 +173,7 @@ class LearnerModule:
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.born = become_subreaper()
         self.mutated: list[str] = []
+        self.trace: list[dict] = []  # the last traced call's calls to other lessons
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
@@ -218,7 +225,7 @@ class LearnerModule:
         if self._worker is worker:
             self._worker = None
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any:
         if name in self.timed_out:
             raise LearnerTimeout(f"Not run: an earlier call to {name} went over the "
                                  f"{self.limits.call_seconds:g} s limit.")
@@ -229,7 +236,7 @@ class LearnerModule:
         assert worker is not None
         arrays: list[np.ndarray] = []
         labels: list[str] = []
-        header = {"op": "call", "function": name,
+        header = {"op": "call", "function": name, "trace": trace,
                   "args": {"t": [protocol.encode(arg, arrays, 1, labels, f"argument {i + 1}")
                                  for i, arg in enumerate(args)]},
                   "kwargs": {"d": {key: protocol.encode(arg, arrays, 1, labels, key)
@@ -248,6 +255,8 @@ class LearnerModule:
             message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message) from None
+        recorded = response.get("trace")
+        self.trace = recorded if isinstance(recorded, list) else []
         if not response.get("ok"):
             raise self._problem(response.get("error") or {}, name)
         mutated = response.get("mutated", [])

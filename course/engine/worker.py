@@ -97,6 +97,38 @@ def _lesson_modules(source_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def _shapes(value: Any) -> list:
+    """The shapes inside a value (an array, or a tuple/list of them), for a shape trace."""
+    if isinstance(value, np.ndarray):
+        return [list(value.shape)]
+    if isinstance(value, (tuple, list)) and len(value) <= 8:
+        return [shape for item in value for shape in _shapes(item)]
+    return [None]
+
+
+def _record_lesson_calls(module: Any, source_dir: Path, trace: list[dict]) -> list:
+    """Wrap the functions ``module`` imported from the learner's other lessons so that each
+    call appends its name and its argument and result shapes to ``trace``; returns undo steps."""
+    undo = []
+    for name, value in list(vars(module).items()):
+        origin = sys.modules.get(getattr(value, "__module__", "") or "")
+        path = getattr(origin, "__file__", None)
+        if not (inspect.isfunction(value) and origin is not module and path
+                and Path(path).parent == source_dir):
+            continue
+
+        def recorder(*args: Any, _name: str = name, _real: Any = value, **kwargs: Any) -> Any:
+            entry: dict = {"function": _name, "args": [s for a in args for s in _shapes(a)]}
+            trace.append(entry)
+            result = _real(*args, **kwargs)
+            entry["result"] = _shapes(result)
+            return result
+
+        setattr(module, name, recorder)
+        undo.append(lambda _name=name, _real=value: setattr(module, _name, _real))
+    return undo
+
+
 def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
     name = header.get("function", "")
     function = getattr(module, name, None)
@@ -111,12 +143,18 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
             "type": "NotAFunction", "frames": [], "origin": None,
             "message": f"{name} is a class, not a function: write `def {name}(...)` and return "
                        "the array."}}, []
+    trace: list[dict] = []
+    unwrap = _record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
     try:
         result = function(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
         _restore_builtins()
-        return {"ok": False, "error": _describe_error(exc, source_dir)}, []
+        for undo in unwrap:
+            undo()
+        return {"ok": False, "error": _describe_error(exc, source_dir), "trace": trace}, []
     _restore_builtins()
+    for undo in unwrap:
+        undo()
     if inspect.isgenerator(result):
         return {"ok": False, "error": {
             "type": "NotAFunction", "frames": [], "origin": None,
@@ -129,7 +167,7 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
         tagged = protocol.encode(result, out)
     except BaseException as exc:  # noqa: BLE001
         return {"ok": False, "error": _describe_error(exc, source_dir)}, []
-    return {"ok": True, "result": tagged, "mutated": mutated}, out
+    return {"ok": True, "result": tagged, "mutated": mutated, "trace": trace}, out
 
 
 def main(argv: list[str]) -> int:

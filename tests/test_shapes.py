@@ -1,0 +1,53 @@
+"""Shape traces: the shapes at the named points of the learner's run, against the expected ones."""
+
+import shutil
+import tomllib
+
+import pytest
+
+from course.catalog import load_catalog
+from course.engine.shapes import EXPECTED, compare, shape_trace
+from tests.helpers import MISTAKES, SOLUTIONS, solutions_with
+
+CATALOG = load_catalog()
+
+
+def with_mistake(tmp_path, module, name):
+    source = (SOLUTIONS / f"{module}.py").read_text()
+    with open(MISTAKES / f"{module}.toml", "rb") as handle:
+        mistake = next(m for m in tomllib.load(handle)["mistake"] if m["name"] == name)
+    for edit in mistake["edit"]:
+        source = source.replace(edit["old"], edit["new"])
+    return solutions_with(tmp_path, module, source)
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_the_solutions_trace_matches_every_named_point(module):
+    trace = shape_trace(CATALOG.by_module(module), SOLUTIONS)
+    assert trace is not None and trace.mismatch == ""
+    assert all(matches for *_, matches in trace.rows)
+    assert all(yours == expected for _, _, expected, yours, _ in trace.rows)
+
+
+@pytest.mark.parametrize("module", ["l06_multi_head", "l08_gqa"])
+def test_a_split_without_the_swap_is_named_at_its_point(tmp_path, module):
+    folder = with_mistake(tmp_path, "l05_heads", "split_no_swap")
+    shutil.copy(SOLUTIONS / f"{module}.py", folder)
+    trace = shape_trace(CATALOG.by_module(module), folder)
+    assert trace.mismatch.startswith("split_heads gave (B, T, H, K) where (B, H, T, K) was expected")
+    assert "a transpose is missing" in trace.mismatch
+
+
+def test_a_shape_that_is_not_a_permutation_gets_no_transpose_hint():
+    trace = compare("l06_multi_head", [{"function": "linear", "args": [], "result": [[7, 3, 12]]}])
+    assert trace.mismatch == "linear gave (B, T, GK) where (B, T, D) was expected."
+
+
+def test_calls_that_raised_or_never_happened_are_said_so():
+    trace = compare("l06_multi_head", [{"function": "linear", "args": []}])
+    assert trace.rows[0][3] == "raised an error"
+    assert ("concat", "merge_heads", "(B, T, D)", "not called", True) in trace.rows
+
+
+def test_lessons_without_a_pipeline_have_no_trace():
+    assert shape_trace(CATALOG.by_module("l03_attention"), SOLUTIONS) is None
