@@ -24,6 +24,7 @@ class CheckResult:
     status: str
     message: str = ""
     mistake: str = ""  # set when the answer reproduces a named classic mistake
+    misconception: str = ""  # the id of the named misconception that mistake shows
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
-from course.engine import client, integrity
+from course.engine import client, integrity, misconceptions
 from course.engine.processes import Worker
 from course.engine.results import (
     ERROR,
@@ -126,6 +126,7 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
         learner.close()
         tests.cleanup()
     _explain_signatures(lesson, result)
+    misconceptions.label(result)
     notices = [_encoding_notice(source_dir / lesson.file_name)]
     if tests.modified:
         notices.append(f"The course's grading tests were modified on this machine "
