@@ -188,7 +188,7 @@ def show(
     lesson: LessonArgument,
     attention_map: Annotated[bool, typer.Option(
         "--map", help="Draw your attention weights on a small sentence, beside the reference "
-                      "(lessons 3, 4, 5, 6 and 8).")] = False,
+                      "(lessons 3 to 9).")] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""

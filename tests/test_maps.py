@@ -87,3 +87,15 @@ def test_a_head_split_without_transpose_shows_in_the_map(tmp_path):
     folder = with_mistake(tmp_path, "l05_heads", "split_reshape_without_transpose")
     maps = attention_maps(CATALOG.by_module("l05_heads"), folder)
     assert maps.learner is not None and np.abs(maps.learner - maps.reference).max() > 1e-3
+
+
+def test_a_two_head_layer_looking_at_the_same_offset_differs_from_the_reference(tmp_path):
+    folder = with_mistake(tmp_path, "l07_why_heads", "heads_same_offset")
+    maps = attention_maps(CATALOG.by_module("l07_why_heads"), folder)
+    assert np.abs(maps.learner[1] - maps.reference[1]).max() > 0.5
+
+
+def test_a_cache_of_repeated_heads_is_explained_in_words(tmp_path):
+    folder = with_mistake(tmp_path, "l09_kv_cache", "repeated_cache")
+    maps = attention_maps(CATALOG.by_module("l09_kv_cache"), folder)
+    assert maps.learner is None and "expected (B, G, S, K)" in maps.problem

@@ -19,7 +19,9 @@ from course.engine import client
 
 TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 T = len(TOKENS)
-LESSONS_WITH_MAPS = ("l03_attention", "l04_masks", "l05_heads", "l06_multi_head", "l08_gqa")
+LESSONS_WITH_MAPS = ("l03_attention", "l04_masks", "l05_heads", "l06_multi_head",
+                     "l07_why_heads", "l08_gqa", "l09_kv_cache")
+VOCABULARY = ("the", "cat", "sat", "on", "mat")
 
 
 @dataclass
@@ -59,7 +61,7 @@ def _example(lesson: str) -> dict:
     x = rng.standard_normal((1, T, d))
     params = {"w_q": rng.standard_normal((d, d)), "w_k": rng.standard_normal((d, d)),
               "w_v": rng.standard_normal((d, d)), "w_o": rng.standard_normal((d, d))}
-    if lesson == "l08_gqa":
+    if lesson in ("l08_gqa", "l09_kv_cache"):
         params["w_k"], params["w_v"] = params["w_k"][:, : g * d // h], params["w_v"][:, : g * d // h]
     return {"x": x, "params": params, "causal": causal, "h": h, "g": g,
             "q": rng.standard_normal((1, T, 4)), "k": rng.standard_normal((1, T, 4)),
@@ -69,12 +71,69 @@ def _example(lesson: str) -> dict:
 def _reference(lesson: str, e: dict) -> tuple[np.ndarray, list[int] | None]:
     if lesson in ("l03_attention", "l04_masks"):
         return _reference_attention(e["q"], e["k"], e["causal"]), None
+    if lesson == "l07_why_heads":
+        return _two_head_reference(), None
+    if lesson == "l09_kv_cache":
+        return _decoded_weights(e, _reference_step), [i // (e["h"] // e["g"]) for i in range(e["h"])]
     x, p, h = e["x"], e["params"], e["h"]
     g = e["g"] if lesson == "l08_gqa" else h
     q, k = _heads(x @ p["w_q"], h), _heads(x @ p["w_k"], g)
     groups = [i // (h // g) for i in range(h)]
     k = k[:, groups]  # repeat-interleave: query head i reads key/value head i // (H // G)
     return _reference_attention(q, k, e["causal"])[0], (groups if lesson == "l08_gqa" else None)
+
+
+def _two_head_inputs() -> np.ndarray:
+    """Lesson 7's input: [one-hot token | one-hot position | zeros], (1, T, 2 (V + L))."""
+    v, length = len(VOCABULARY), T
+    x = np.zeros((1, T, 2 * (v + length)))
+    for t, token in enumerate(TOKENS):
+        x[0, t, VOCABULARY.index(token)] = 1.0
+        x[0, t, v + t] = 1.0
+    return x
+
+
+def _two_head_reference() -> np.ndarray:
+    """Head 0 looks one token back, head 1 two back; a row with no such token spreads evenly
+    over the keys it may see (what a score of 0 everywhere gives)."""
+    weights = np.zeros((2, T, T))
+    for head, offset in enumerate((1, 2)):
+        for t in range(T):
+            if t >= offset:
+                weights[head, t, t - offset] = 1.0
+            else:
+                weights[head, t, : t + 1] = 1.0 / (t + 1)
+    return weights
+
+
+def _projected(x: np.ndarray, params: dict, name: str) -> np.ndarray:
+    bias = params.get(f"b_{name}")
+    return x @ params[f"w_{name}"] + (0.0 if bias is None else bias)
+
+
+def _decoded_weights(e: dict, step: object) -> np.ndarray:
+    """Lesson 9: decode the sentence token by token with ``step`` (the learner's decode_step or
+    the reference) and read each new query's weights off the key cache it returned."""
+    x, p, h, g = e["x"], e["params"], e["h"], e["g"]
+    k_width = x.shape[-1] // h
+    cache_k = cache_v = np.zeros((1, g, 0, k_width))
+    weights = np.zeros((h, T, T))
+    for t in range(T):
+        _, cache_k, cache_v = step(x[:, t: t + 1], cache_k, cache_v, p, h, g)  # type: ignore[operator]
+        if not isinstance(cache_k, np.ndarray) or cache_k.shape != (1, g, t + 1, k_width):
+            raise client.LearnerError(
+                f"after token {t} the cache_k has shape {getattr(cache_k, 'shape', None)}; "
+                f"expected (B, G, S, K) = {(1, g, t + 1, k_width)}.")
+        q = _heads(_projected(x[:, t: t + 1], p, "q"), h)  # (1, H, 1, K)
+        keys = cache_k[:, [i // (h // g) for i in range(h)]]  # (1, H, t+1, K)
+        weights[:, t, : t + 1] = _reference_attention(q, keys, np.ones((1, t + 1), bool))[0, :, 0]
+    return weights
+
+
+def _reference_step(x_t, cache_k, cache_v, params, h, g):  # noqa: ANN001, ANN202
+    k = _heads(_projected(x_t, params, "k"), g)
+    v = _heads(_projected(x_t, params, "v"), g)
+    return None, np.concatenate([cache_k, k], axis=2), np.concatenate([cache_v, v], axis=2)
 
 
 def _learner(lesson: str, e: dict, module: client.LearnerModule) -> np.ndarray:
@@ -94,6 +153,16 @@ def _learner(lesson: str, e: dict, module: client.LearnerModule) -> np.ndarray:
                 raise client.LearnerError(f"split_heads({name}, {h}) did not return a "
                                           f"{want} array.")
         return _reference_attention(q, k, e["causal"])[0]
+    elif lesson == "l07_why_heads":
+        params = module.two_head_weights(len(VOCABULARY), T)
+        if not isinstance(params, dict) or not all(
+                isinstance(params.get(f"w_{n}"), np.ndarray) for n in "qk"):
+            raise client.LearnerError("two_head_weights did not return a dict with w_q and w_k.")
+        x = _two_head_inputs()
+        q, k = _heads(_projected(x, params, "q"), 2), _heads(_projected(x, params, "k"), 2)
+        return _reference_attention(q, k, e["causal"])[0]
+    elif lesson == "l09_kv_cache":
+        return _decoded_weights(e, module.decode_step)
     elif lesson == "l06_multi_head":
         _, weights = module.multi_head_attention(e["x"], e["x"], e["params"], e["h"], e["causal"])
     else:

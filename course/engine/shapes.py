@@ -1,5 +1,6 @@
 """Shape traces for lessons 5-9: the shapes at the named points of the learner's computation
-(projections, split, attention, concat, output) beside the shapes expected there.
+(projections, split, attention, concat, output; lesson 7: the weights built by hand) beside
+the shapes expected there.
 
 The learner's function runs once on an example whose sizes all differ (B=7, T=3, S=5, H=4,
 K=6, D=24, G=2), and every call it makes to the learner's earlier lessons is recorded with its
@@ -19,10 +20,19 @@ from course.catalog import Lesson
 from course.engine import client
 
 SIZES = {"B": 7, "T": 3, "S": 5, "H": 4, "K": 6, "D": 24, "G": 2, "GK": 12, "1": 1}
+# Lesson 7's two-head layer: vocabulary V=5, length L=6, width D7 = 2 (V + L) = 22.
+SIZES_L07 = {"D": 22, "HK": 22}
 LETTERS = {size: letter for letter, size in SIZES.items()}
 
 # lesson -> [(point, function whose result it is, expected shape)], in the order of the formula
 EXPECTED = {
+    "l05_heads": [
+        ("q after split", "split_heads", "B H T K"), ("concat", "merge_heads", "B T D"),
+    ],
+    "l07_why_heads": [
+        ("w_q", "two_head_weights", "D HK"), ("w_k", "two_head_weights", "D HK"),
+        ("w_v", "two_head_weights", "D HK"), ("w_o", "two_head_weights", "HK D"),
+    ],
     "l06_multi_head": [
         ("q, k, v after projection", "linear", "B T D"), ("", "linear", "B S D"),
         ("", "linear", "B S D"),
@@ -61,14 +71,16 @@ class ShapeTrace:
     mismatch: str = ""  # one sentence about the first mismatch, or ""
 
 
-def letters(shape: tuple[int, ...] | list[int] | None) -> str:
+def letters(shape: tuple[int, ...] | list[int] | None, lesson: str = "") -> str:
     if shape is None:
         return "not an array"
-    return "(" + ", ".join(LETTERS.get(size, str(size)) for size in shape) + ")"
+    names = {22: "D"} if lesson == "l07_why_heads" else LETTERS
+    return "(" + ", ".join(names.get(size, str(size)) for size in shape) + ")"
 
 
-def _shape(text: str) -> tuple[int, ...]:
-    return tuple(SIZES[letter] for letter in text.split())
+def _shape(text: str, lesson: str = "") -> tuple[int, ...]:
+    sizes = SIZES_L07 if lesson == "l07_why_heads" else SIZES
+    return tuple(sizes[letter] for letter in text.split())
 
 
 def _example(lesson: str) -> tuple[str, tuple]:
@@ -101,24 +113,25 @@ def compare(lesson: str, calls: list[dict]) -> ShapeTrace:
             recorded.setdefault(str(call.get("function")), []).append(value)
     unmatched = {name: list(shapes) for name, shapes in recorded.items()}
     for point, function, want in EXPECTED[lesson]:
-        expected = _shape(want)
+        expected = _shape(want, lesson)
         left = unmatched.get(function, [])
         if expected in left:
             left.remove(expected)
-            trace.rows.append((point, function, letters(expected), letters(expected), True))
+            trace.rows.append((point, function, letters(expected, lesson), letters(expected, lesson), True))
         elif function not in recorded:
-            trace.rows.append((point, function, letters(expected), "not called", True))
+            trace.rows.append((point, function, letters(expected, lesson), "not called", True))
         elif not left:
-            trace.rows.append((point, function, letters(expected), "not reached", True))
+            trace.rows.append((point, function, letters(expected, lesson), "not reached", True))
         elif left[0] == RAISED:
             left.pop(0)
-            trace.rows.append((point, function, letters(expected), "raised an error", False))
+            trace.rows.append((point, function, letters(expected, lesson), "raised an error", False))
         else:
             yours = left.pop(0)
-            trace.rows.append((point, function, letters(expected), letters(yours or None), False))
+            shown = letters(yours or None, lesson)
+            trace.rows.append((point, function, letters(expected, lesson), shown, False))
             if not trace.mismatch:
-                trace.mismatch = (f"{function} gave {letters(yours or None)} where "
-                                  f"{letters(expected)} was expected{_why(yours, expected)}")
+                trace.mismatch = (f"{function} gave {letters(yours or None, lesson)} where "
+                                  f"{letters(expected, lesson)} was expected{_why(yours, expected)}")
     return trace
 
 
@@ -128,19 +141,50 @@ def _why(yours: tuple, expected: tuple) -> str:
     return "."
 
 
+def _direct_calls(lesson: str, module: client.LearnerModule) -> list[dict]:
+    """Lessons 5 and 7 have no pipeline of earlier lessons: their own results are the points."""
+    calls: list[dict] = []
+    rng = np.random.default_rng(5)
+    b, t, h, k, d = (SIZES[x] for x in "BTHKD")
+    if lesson == "l05_heads":
+        for name, args in (("split_heads", (rng.standard_normal((b, t, d)), h)),
+                           ("merge_heads", (rng.standard_normal((b, h, t, k)),))):
+            try:
+                result = getattr(module, name)(*args)
+                calls.append({"function": name, "result": [_shape_of(result)]})
+            except client.LearnerProblem:
+                calls.append({"function": name})
+        return calls
+    try:
+        params = module.two_head_weights(5, 6)
+    except client.LearnerProblem:
+        return [{"function": "two_head_weights"}]
+    if isinstance(params, dict):
+        calls = [{"function": "two_head_weights", "result": [_shape_of(params.get(key))]}
+                 for key in ("w_q", "w_k", "w_v", "w_o")]
+    return calls
+
+
+def _shape_of(value: object) -> list[int] | None:
+    return list(value.shape) if isinstance(value, np.ndarray) else None
+
+
 def shape_trace(lesson: Lesson, source_dir: Path) -> ShapeTrace | None:
-    """The learner's shape trace for lessons 6, 8 and 9 (None for other lessons, or when the
-    learner's function cannot be run at all)."""
+    """The learner's shape trace for lessons 5-9 (None when the learner's function cannot be
+    run at all)."""
     if lesson.module not in EXPECTED:
         return None
-    name, args = _example(lesson.module)
     module = client.LearnerModule(source_dir, lesson.module)
     try:
-        try:
-            getattr(module, name).traced(*args)
-        except client.LearnerProblem:
-            pass  # the calls made before the failure are what tells where it went wrong
-        calls = module.trace
+        if lesson.module in ("l05_heads", "l07_why_heads"):
+            calls = _direct_calls(lesson.module, module)
+        else:
+            name, args = _example(lesson.module)
+            try:
+                getattr(module, name).traced(*args)
+            except client.LearnerProblem:
+                pass  # the calls made before the failure tell where it went wrong
+            calls = module.trace
     finally:
         module.close()
     return compare(lesson.module, calls) if calls else None
