@@ -6,7 +6,8 @@ real `course check`, and for each of them
 - the JSON is complete (every exercise of the lesson, every check with a known status),
 - the screen fits one screen, shows no traceback of ours and no raw escape sequence,
 - the messages say what happened (each case names words they must contain),
-- no process is left running, and neither lessons/ nor the learner's files changed.
+- no process is left running (found by an environment tag every process of the check inherits),
+  and neither lessons/ nor the learner's files changed.
 
 A case is one file. Its header lines say `# lesson: N`, `# expect: words` (repeatable; every one
 must appear in the messages) and optionally `# seconds: N` (default 20). Then `# ---- NAME`
@@ -35,7 +36,6 @@ from tests.helpers import LESSONS, SOLUTIONS
 
 CASES = sorted((Path(__file__).parent / "hostile").glob("*.py"))
 LIMITS = "call=1,import=2,run=15,memory=768M"
-MARKER = "HOSTILE-CHILD"  # cases that start processes put this in their command line
 SCREEN_LINES = 60
 
 
@@ -64,31 +64,30 @@ def tree_digest(folder: Path, skip: str = ".course") -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parts}
 
 
-def ticks_now() -> int:
-    with open("/proc/uptime") as handle:
-        return int(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
-
-
-def processes_matching(text: str, since: int) -> list[str]:
-    """Running processes whose command line holds ``text``, started at or after ``since``
-    (so a grading run elsewhere on the machine does not count)."""
+def processes_tagged(tag: str) -> list[str]:
+    """Running processes whose environment carries ``tag``: everything a check started (the
+    worker, whatever learner code spawned), and nothing a test elsewhere on the machine did."""
     found = []
+    needle = tag.encode()
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    environ = handle.read()
+                with open(f"/proc/{entry}/stat") as handle:
+                    state = handle.read().rsplit(")", 1)[1].split()[0]
                 with open(f"/proc/{entry}/cmdline", "rb") as handle:
                     cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-                with open(f"/proc/{entry}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if text in cmdline and fields[0] != "Z" and int(fields[19]) >= since:
+            if needle in environ and state != "Z":
                 found.append(f"{entry}: {cmdline[:120]}")
     return found
 
 
-def course(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="100", COURSE_LIMITS=LIMITS, COURSE_SERVER="off")
+def course(*args: str, cwd: Path, tag: str = "") -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="100", COURSE_LIMITS=LIMITS, COURSE_SERVER="off",
+               COURSE_HOSTILE_TAG=tag)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, env=env,
                           capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -99,7 +98,7 @@ def course(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
 def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     meta, files = parse(path)
     lesson = load_catalog().resolve(meta["lesson"])
-    since = ticks_now()
+    tag = f"hostile-{path.stem}-{os.getpid()}-{time.monotonic_ns()}"
     init, _ = course("init", "ws", cwd=tmp_path)
     assert init.returncode == 0, init.stdout
     workspace = tmp_path / "ws"
@@ -115,7 +114,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     pristine, learner = tree_digest(LESSONS), tree_digest(workspace)
     limit = float(meta.get("seconds", 20))
 
-    done, seconds = course("check", lesson.id, "--json", cwd=workspace)
+    done, seconds = course("check", lesson.id, "--json", cwd=workspace, tag=tag)
     assert seconds < limit, f"the check took {seconds:.1f} s"
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
@@ -130,7 +129,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
         assert words.lower() in " ".join(messages.split()).lower(), (
             f"no message says {words!r}:\n{messages[:2500]}")
 
-    screen, _ = course("check", lesson.id, cwd=workspace)
+    screen, _ = course("check", lesson.id, cwd=workspace, tag=tag)
     text = screen.stdout.decode("utf-8", "replace")
     assert screen.returncode == 1 and screen.stderr == b""
     assert len(text.splitlines()) <= SCREEN_LINES, text
@@ -143,8 +142,6 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     assert tree_digest(LESSONS) == pristine, "lessons/ changed"
     assert tree_digest(workspace) == learner, "the learner's files changed"
     deadline = time.monotonic() + 3
-    while (processes_matching(MARKER, since) or processes_matching("course.engine.worker", since)) \
-            and time.monotonic() < deadline:
+    while processes_tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_matching(MARKER, since) == []
-    assert processes_matching("course.engine.worker", since) == []
+    assert processes_tagged(tag) == []

@@ -55,15 +55,13 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
     """pytest's own run of the lesson's tests, in this process; returns pytest's exit code."""
     import pytest
 
+    from course.engine import plugin as plugin_module
     from course.engine import testing
     from course.engine.runner import TRUSTED_INI
 
     class DebugPlugin:
-        @pytest.fixture(scope="session")
-        def lesson(self) -> InProcessModule:
-            return learner
-
         def pytest_configure(self, config: pytest.Config) -> None:
+            config.stash[plugin_module.LEARNER] = learner
             config.addinivalue_line("markers", "exercise(name): the exercise a test grades")
             if testing.settings is not None:
                 testing.settings.load_profile("grading")
@@ -76,4 +74,4 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
     args = [str(test_file), "-c", str(TRUSTED_INI), "--rootdir", str(test_file.parent),
             "--import-mode=importlib", "-p", "no:cacheprovider", "-s", "-x", "--tb=short",
             "-q", *(extra or [])]
-    return int(pytest.main(args, plugins=[DebugPlugin()]))
+    return int(pytest.main(args, plugins=[DebugPlugin(), plugin_module]))

@@ -57,6 +57,16 @@ def classify(exc: BaseException) -> tuple[str, str]:
                   "Please report it; it is not your fault."
 
 
+LEARNER = pytest.StashKey[object]()
+
+
+@pytest.fixture(scope="session")
+def lesson(request: pytest.FixtureRequest) -> object:
+    """The learner's module as the grading tests call it (a ``client.LearnerModule``, or the
+    in-process stand-in of a debug run). Found because this module is registered as a plugin."""
+    return request.config.stash[LEARNER]
+
+
 class GradingPlugin:
     """Registered by the runner with ``pytest.main(plugins=[...])``."""
 
@@ -68,11 +78,8 @@ class GradingPlugin:
         self.collection_errors: list[str] = []
         self.blocked: dict[str, client.LearnerProblem] = {}  # exercise -> why it cannot pass yet
 
-    @pytest.fixture(scope="session")
-    def lesson(self) -> client.LearnerModule:
-        return self.learner
-
     def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
         from course.engine import testing  # registers the derandomised "grading" profile
 

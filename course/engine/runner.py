@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -69,6 +70,15 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     import pytest
     from hypothesis import configuration
 
+    from course.engine import plugin as plugin_module  # holds the `lesson` fixture
+
+    # pytest (importlib mode) reuses a loaded module of the same name: a test file of the same
+    # name elsewhere (the pristine copy, a maintainer's copy) must not be served from the cache.
+    cached = sys.modules.get(test_file.stem)
+    if cached is not None and Path(getattr(cached, "__file__", "") or "").resolve() != \
+            test_file.resolve():
+        del sys.modules[test_file.stem]
+
     # Nothing of the grader's may land in the learner's folder: run from the scratch folder,
     # where hypothesis's own cache (written even without a database) goes too.
     here = os.getcwd()
@@ -78,7 +88,7 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
         os.chdir(scratch)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
-            code = pytest.main(_pytest_args(test_file), plugins=[plugin])
+            code = pytest.main(_pytest_args(test_file), plugins=[plugin, plugin_module])
         return f"pytest exit code {int(code)}. {printed.getvalue()[-1500:]}"
     finally:
         os.chdir(here)
