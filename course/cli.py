@@ -310,6 +310,18 @@ def watch(
     console.print("Stopped watching. Your progress is saved.")
 
 
+def _register_instructor_commands() -> None:
+    """Instructor and maintainer commands live in their own modules (see each one)."""
+    from course import cli_dev, cli_instructor, cli_notebooks
+
+    cli_dev.register(app)
+    cli_notebooks.register(app)
+    cli_instructor.register(app)
+
+
+_register_instructor_commands()
+
+
 def main() -> None:
     """Console-script entry point. The current folder (a workspace, possibly with a learner's
     numpy.py in it) never belongs on the grader's import path."""

@@ -28,6 +28,10 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the calling side must not import numpy: see request()
+    from course.engine.processes import Worker
 
 PACKAGE = Path(__file__).resolve().parents[1]
 IDLE_SECONDS = 600
@@ -141,42 +145,55 @@ def _warm_up() -> None:
 
 
 def _ready_child(listener: socket.socket, notify: int) -> None:
-    """Runs in a forked child: start a spare worker, wait for one request, grade it, exit."""
-    from course.catalog import load_catalog
+    """Runs in a forked child: start a spare worker, wait for one request, grade it, exit.
+    The spare and its scratch folder are gone when it exits, whatever happened."""
+    import shutil
+
     from course.engine.processes import Worker
-    from course.engine.runner import grade
 
     scratch = Path(tempfile.mkdtemp(prefix="course-"))
     spare = Worker(scratch)
+
     def retire(*_: object) -> None:
         spare.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, retire)
-    connection, _ = listener.accept()
-    os.write(notify, b"x")  # the server forks the next ready child now
-    listener.close()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    with connection:
-        connection.settimeout(5)
-        raw = b""
-        while not raw.endswith(b"\n") and len(raw) < 65536:
-            chunk = connection.recv(4096)
-            if not chunk:
-                break
-            raw += chunk
-        order = json.loads(raw)
-        if order.get("op") == "stop":
-            os.write(notify, b"s")
-            connection.sendall(b'{"stopped": true}')
-            spare.kill()
-            return
-        lesson = load_catalog().by_module(str(order["module"]))
-        if lesson is None:
-            raise LookupError(order["module"])
-        result = grade(lesson, Path(order["source_dir"]), spare=(spare, scratch))
-        connection.settimeout(None)
-        connection.sendall(json.dumps(result.to_dict()).encode())
+    try:
+        connection, _ = listener.accept()
+        os.write(notify, b"x")  # the server forks the next ready child now
+        listener.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with connection:
+            _answer(connection, notify, spare, scratch)
+    finally:
+        spare.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path) -> None:
+    from course.catalog import load_catalog
+    from course.engine.runner import grade
+
+    connection.settimeout(5)
+    raw = b""
+    while not raw.endswith(b"\n") and len(raw) < 65536:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        raw += chunk
+    order = json.loads(raw)
+    if order.get("op") == "stop":
+        os.write(notify, b"s")
+        connection.sendall(b'{"stopped": true}')
+        return
+    lesson = load_catalog().by_module(str(order["module"]))
+    if lesson is None:
+        raise LookupError(order["module"])
+    result = grade(lesson, Path(order["source_dir"]), spare=(spare, scratch))
+    connection.settimeout(None)
+    connection.sendall(json.dumps(result.to_dict()).encode())
 
 
 def serve(path: Path) -> int:

@@ -1,0 +1,147 @@
+"""The instructor's commands: `course submit`, `course grade` and `course classroom`.
+
+``register(app)`` adds them to the main typer app. Exit codes as in ``course.cli``: 0 done, 1 done
+but something needs the instructor's attention (a bundle with problems), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _lessons(names: str | None):
+    """--lessons "1,2,3" (default: every available lesson) as catalog lessons."""
+    from course.catalog import UnknownLesson, load_catalog
+    from course.cli import _fail
+
+    catalog = load_catalog()
+    if not names:
+        return list(catalog.available())
+    try:
+        chosen = [catalog.resolve(name) for name in names.split(",") if name.strip()]
+    except UnknownLesson as problem:
+        _fail(str(problem))
+    missing = [lesson for lesson in chosen if not lesson.available]
+    if missing:
+        _fail(f"Lesson {missing[0].id} is not written yet, so it cannot be graded.")
+    return sorted(set(chosen), key=lambda lesson: lesson.number)
+
+
+LessonsOption = Annotated[str | None, typer.Option(
+    "--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all).")]
+
+
+def submit(
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="The bundle to write "
+                                             "(default: submission-NAME.zip here).")] = None,
+    name: Annotated[str | None, typer.Option(help="Your name (default: $USER).")] = None,
+    lessons: LessonsOption = None,
+    workspace: Annotated[str | None, typer.Option(
+        "--workspace", "-w", envvar="COURSE_WORKSPACE", metavar="DIR",
+        help="The workspace folder (default: found from the current folder).")] = None,
+) -> None:
+    """Grade your lesson files and pack them, with the results, into a zip to hand in."""
+    from course import submissions
+    from course.cli import _fail, _session, _show
+
+    session = _session(workspace)
+    who = submissions.learner_name(name)
+    target = out or Path(f"submission-{_safe(who)}.zip")
+    try:
+        payload = submissions.build_bundle(session.workspace.root, target, session.catalog, who,
+                                           lessons=_lessons(lessons) if lessons else None)
+    except submissions.SubmissionProblem as problem:
+        _fail(str(problem))
+    passed = sum(entry["status"] == "passed" for entry in payload["lessons"])
+    _show(f"Wrote {target}: {len(payload['files'])} lesson files for {who}, {passed} lessons "
+          f"passed, {payload['total_points']} of {payload['max_points']} points "
+          f"(course {payload['course_version']}). Hand this file in.")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "unknown"
+
+
+def grade(
+    submissions_dir: Annotated[Path, typer.Argument(metavar="SUBMISSIONS_DIR",
+                                                    help="A folder of .zip bundles.")],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")] = Path(
+        "gradebook.csv"),
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Parallel grading processes (default: the number of cores).")] = None,
+    report: Annotated[Path | None, typer.Option("--json", metavar="FILE",
+                                                help="Also write a JSON report.")] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE",
+                                               help="Also write JUnit XML.")] = None,
+    lessons: LessonsOption = None,
+) -> None:
+    """Re-grade every submission bundle in a folder and write a gradebook."""
+    from course import exports, gradebook
+    from course.cli import _fail, _show
+
+    if not submissions_dir.is_dir():
+        _fail(f"{submissions_dir} is not a folder: name the folder that holds the .zip bundles.")
+    chosen = _lessons(lessons)
+    found = gradebook.bundles_in(submissions_dir)
+    if not found:
+        _fail(f"No .zip bundles in {submissions_dir}: `course submit` makes them.")
+    count = workers or os.cpu_count() or 1
+    _show(f"Grading {len(found)} submissions, lessons "
+          f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers.")
+
+    def progress(row: dict, done: int, total: int) -> None:
+        note = f"  ({row['problems'][0]})" if row["problems"] else ""
+        _show(f"[{done}/{total}] {row['file']}: {row['outcome']}, "
+              f"{gradebook.total(row)} points{note}")
+
+    result = gradebook.grade_folder(submissions_dir, chosen, count, progress)
+    gradebook.write_csv(result, out)
+    written = [str(out)]
+    if report:
+        gradebook.write_json(result, report)
+        written.append(str(report))
+    if junit:
+        exports.write_junit(result.rows, junit)
+        written.append(str(junit))
+    troubled = [row for row in result.rows if row["problems"]]
+    rate = len(result.rows) / result.seconds if result.seconds else 0.0
+    _show(f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
+          f"Wrote {', '.join(written)}.",
+          f"{len(troubled)} with problems (see the problems column)." if troubled else
+          "No problems found.")
+    raise typer.Exit(1 if troubled else 0)
+
+
+def classroom(
+    folder: Annotated[Path, typer.Argument(help="The template repository to write into.")],
+    points: Annotated[int | None, typer.Option(
+        min=1, help="Points per lesson (default: the lesson's number of checks).")] = None,
+    install: Annotated[str, typer.Option(
+        help="The command that installs the course on GitHub's runner.")] = "",
+    lessons: LessonsOption = None,
+) -> None:
+    """Write a GitHub Classroom autograding configuration: one test per lesson."""
+    from course import __version__, exports, gradebook
+    from course.cli import _fail, _show
+
+    if folder.exists() and not folder.is_dir():
+        _fail(f"{folder} exists and is not a folder.")
+    chosen = _lessons(lessons)
+    counts = ({lesson.module: points for lesson in chosen} if points
+              else gradebook.max_points(chosen))
+    command = install or f"python -m pip install attention-course=={__version__}"
+    written = exports.write_classroom(folder, chosen, counts, command)
+    _show(f"Wrote {', '.join(str(path) for path in written)}: {len(chosen)} tests "
+          f"(`course check N`), {sum(counts.values())} points in all.",
+          "Commit them to the assignment's template repository.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `submit`, `grade` and `classroom` to the main `course` app."""
+    app.command()(submit)
+    app.command()(grade)
+    app.command()(classroom)

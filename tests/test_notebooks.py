@@ -1,0 +1,191 @@
+"""`course notebooks`: student, instructor (nbgrader source format) and solved notebooks.
+
+Executing a notebook starts a real ipykernel (about a second each); the solved set of every
+lesson is built once per module and shared by the tests that read it.
+"""
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+import typer  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from course import notebooks  # noqa: E402
+from course.catalog import load_catalog  # noqa: E402
+from course.cli_notebooks import register  # noqa: E402
+from tests.helpers import grade_folder  # noqa: E402
+
+CATALOG = load_catalog()
+LESSONS = list(CATALOG.available())
+NBGRADER_KEYS = {"grade_id", "grade", "solution", "locked", "schema_version"}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("notebooks")
+    notebooks.generate(out, LESSONS, CATALOG)
+    return out
+
+
+def read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def outputs_text(cell) -> str:
+    return "".join(o.get("text", "") + o.get("evalue", "") + o.get("ename", "")
+                   for o in cell.get("outputs", ()))
+
+
+def test_every_lesson_gets_a_valid_student_instructor_and_solved_notebook(built):
+    for lesson in LESSONS:
+        for variant in notebooks.VARIANTS:
+            notebook = read(built / variant / f"{lesson.module}.ipynb")
+            nbformat.validate(notebook)
+            assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5)
+            assert notebook.metadata.course == {"lesson": lesson.module, "variant": variant,
+                                                "version": CATALOG.version}
+            code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+            for exercise in lesson.exercises:
+                assert f"def {exercise.name}(" in code or exercise.name in code
+
+
+def test_the_student_notebook_holds_the_lesson_text_the_skeleton_and_no_outputs(built):
+    notebook = read(built / "student" / "l03_attention.ipynb")
+    markdown = [c.source for c in notebook.cells if c.cell_type == "markdown"]
+    assert markdown[0].startswith("# Lesson 3: scaled dot-product attention")
+    assert any(text.startswith("## Masks") for text in markdown)
+    assert "same checks as `course check 3`" in "\n".join(markdown)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.outputs == [] and c.execution_count is None for c in code)
+    scores = next(c.source for c in code if c.source.startswith("def attention_scores("))
+    assert scores.rstrip().endswith("raise NotImplementedError") and "TODO:" in scores
+    assert "BEGIN SOLUTION" not in "\n".join(c.source for c in code)
+
+
+def test_no_line_of_a_solution_region_appears_in_any_student_notebook(built):
+    for lesson in LESSONS:
+        solution = notebooks.solution_lines(read(built / "instructor" / f"{lesson.module}.ipynb"))
+        assert len(solution) >= len(lesson.exercises)
+        student = read(built / "student" / f"{lesson.module}.ipynb")
+        student_lines = {line.strip() for cell in student.cells
+                         for line in cell.source.splitlines()}
+        given = {line.strip() for line in lesson.skeleton.read_text().splitlines()}
+        leaked = [line for line in solution if line in student_lines and line not in given]
+        assert leaked == [], f"{lesson.module}: {leaked[:3]}"
+
+
+def test_every_cell_of_an_instructor_notebook_carries_nbgrader_schema_3_metadata(built):
+    for lesson in LESSONS:
+        notebook = read(built / "instructor" / f"{lesson.module}.ipynb")
+        metas = [cell.metadata.nbgrader for cell in notebook.cells]
+        assert all(NBGRADER_KEYS <= set(meta) and meta.schema_version == 3 for meta in metas)
+        ids = [meta.grade_id for meta in metas]
+        assert len(set(ids)) == len(ids) and all(ids)
+        graded = [meta for meta in metas if meta.grade]
+        assert [m.grade_id for m in graded] == [f"test_{e.name}" for e in lesson.exercises]
+        assert all(m.points == 1 and m.locked and not m.solution for m in graded)
+        assert all("points" not in m for m in metas if not m.grade)  # nbgrader's v3 schema
+        for cell, meta in zip(notebook.cells, metas, strict=True):
+            if meta.solution:
+                assert cell.cell_type == "code" and not meta.locked
+                assert notebooks.BEGIN in cell.source and notebooks.END in cell.source
+            elif cell.cell_type == "markdown":
+                assert meta.locked and not meta.grade
+
+
+def test_the_solved_notebooks_of_every_lesson_ran_and_their_test_cells_passed(built):
+    for lesson in LESSONS:
+        notebook = read(built / "solved" / f"{lesson.module}.ipynb")
+        tests = [c for c in notebook.cells if c.metadata.nbgrader.grade]
+        assert len(tests) == len(lesson.exercises)
+        for cell in tests:
+            assert not any(o.output_type == "error" for o in cell.outputs)
+            assert "checks passed." in outputs_text(cell)
+        grading = next(c for c in notebook.cells if c.metadata.nbgrader.grade_id == "grading")
+        assert f"Lesson {lesson.id} · {lesson.title}: passed" in outputs_text(grading)
+
+
+@pytest.mark.parametrize("module", ["l01_projections", "l02_softmax", "l03_attention"])
+def test_the_instructor_notebooks_of_lessons_1_to_3_execute_without_error(module):
+    lesson = CATALOG.by_module(module)
+    executed = notebooks.execute(notebooks.build(lesson, CATALOG, "instructor"), module,
+                                 timeout=60)
+    errors = [o for c in executed.cells for o in c.get("outputs", ()) if o.output_type == "error"]
+    assert errors == []
+    passed = [c for c in executed.cells if "checks passed." in outputs_text(c)]
+    assert len(passed) == len(lesson.exercises)
+
+
+def test_a_student_notebook_fails_its_test_cells_as_not_started_not_as_a_crash():
+    lesson = CATALOG.by_module("l01_projections")
+    executed = notebooks.execute(notebooks.build(lesson, CATALOG, "student"), "student",
+                                 timeout=60, allow_errors=True)
+    grading = next(c for c in executed.cells if c.metadata.nbgrader.grade_id == "grading")
+    assert not any(o.output_type == "error" for o in grading.outputs)
+    assert "not-started" in outputs_text(grading)
+    for cell in (c for c in executed.cells if c.metadata.nbgrader.grade):
+        [error] = [o for o in cell.outputs if o.output_type == "error"]
+        assert error.ename == "AssertionError"
+        assert "is not-started" in error.evalue and "NotImplementedError" in error.evalue
+
+
+def test_every_student_notebook_grades_as_not_started(tmp_path):
+    """Without a kernel: the grading cell's own recipe applied to each skeleton's functions."""
+    for lesson in LESSONS:
+        source = notebooks.read_lesson(lesson)
+        folder = tmp_path / lesson.module
+        folder.mkdir()
+        code = source.header + "".join("\n\n" + f.skeleton + "\n" for f in source.functions)
+        (folder / lesson.file_name).write_text(code)
+        for earlier in notebooks.earlier_modules(lesson, CATALOG):
+            (folder / f"{earlier}.py").write_text(CATALOG.by_module(earlier).solution.read_text())
+        result = grade_folder(folder, lesson.module)
+        assert result["status"] == "not-started", (lesson.module, result["message"])
+
+
+def test_a_failing_cell_stops_execution_with_one_screen_naming_notebook_and_cell():
+    lesson = CATALOG.by_module("l01_projections")
+    notebook = notebooks.build(lesson, CATALOG, "instructor")
+    cell = next(c for c in notebook.cells if c.source.startswith("def linear("))
+    cell.source = cell.source.replace("return out", "return out + 1")
+    with pytest.raises(notebooks.NotebookError) as caught:
+        notebooks.execute(notebook, "instructor/l01_projections.ipynb", timeout=60)
+    message = str(caught.value)
+    index = next(i for i, c in enumerate(notebook.cells)
+                 if c.metadata.nbgrader.grade_id == "test_linear")
+    assert message.startswith(f"instructor/l01_projections.ipynb: cell {index} "
+                              f"(l01_projections-{index:02d}) raised AssertionError: "
+                              "linear is failed")
+    assert len(message.splitlines()) < 25 and "\x1b[" not in message
+
+
+def test_generating_twice_gives_identical_files_with_ids_from_lesson_and_index(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        notebooks.generate(out, LESSONS, CATALOG, execute_solved=False)
+    files = sorted(p.relative_to(first) for p in first.rglob("*.ipynb"))
+    assert len(files) == 2 * len(LESSONS)
+    for name in files:
+        assert (first / name).read_bytes() == (second / name).read_bytes()
+    notebook = read(first / "student" / "l02_softmax.ipynb")
+    assert [c.id for c in notebook.cells] == [f"l02_softmax-{i:02d}"
+                                              for i in range(len(notebook.cells))]
+
+
+def test_the_command_writes_one_lessons_notebooks_and_rejects_an_unknown_lesson(tmp_path):
+    app = typer.Typer()
+    register(app)
+    app.command(name="noop", hidden=True)(lambda: None)  # keep `notebooks` a subcommand
+    runner = CliRunner()
+    done = runner.invoke(app, ["notebooks", str(tmp_path), "--lesson", "2", "--no-execute"])
+    assert done.exit_code == 0, done.output
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.ipynb")) == [
+        "instructor/l02_softmax.ipynb", "student/l02_softmax.ipynb"]
+    assert "2 notebooks for 1 lesson(s)" in done.output
+    unknown = runner.invoke(app, ["notebooks", str(tmp_path), "--lesson", "99"])
+    assert unknown.exit_code == 2 and "There is no lesson '99'" in unknown.output
