@@ -1,0 +1,65 @@
+"""`course watch`: re-check the current lesson on every save (the loop is in course/watch.py)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from course.cli import WorkspaceOption, _console, _fail, _session
+
+
+def watch(
+    poll: Annotated[bool, typer.Option(help="Poll for changes (for file systems without "
+                                            "change events).")] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Re-check the current lesson each time you save. Keys: n next, h hint, l list, r re-run,
+    q quit."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _fail("`course watch` needs a terminal: it redraws the screen and reads keys. In a "
+              "script or a pipe, use `course check`.")
+    from course import progress, render
+    from course import watch as watcher
+
+    session = _session(workspace, create=True)
+    console = _console()
+    view: dict = {"lesson": session.current() or session.catalog.available()[-1]}
+
+    def draw(regrade: bool = True, extra=None) -> None:
+        if regrade:
+            view["result"] = progress.check(session, view["lesson"])
+        console.clear()
+        console.print(render.watch_screen(view["lesson"], view["result"], session, extra))
+
+    def on_key(key: str) -> bool:
+        if key == "q":
+            return False
+        if key == "r":
+            draw()
+        elif key == "h":
+            draw(False, render.hint_screen(progress.reveal_hint(session, view["lesson"])))
+        elif key == "l":
+            draw(False, render.lesson_list(session))
+        elif key == "n" and not view["result"].passed:
+            draw(False, render.info(f"Lesson {view['lesson'].number} is not green yet: `n` moves "
+                                    "on once every check passes."))
+        elif key == "n":
+            upcoming = session.current()
+            if upcoming is None:
+                draw(False, render.finish(session.catalog, session))
+            else:
+                view["lesson"] = upcoming
+                draw()
+        return True
+
+    try:
+        watcher.run(session.workspace.root, draw, on_key, poll)
+    except KeyboardInterrupt:
+        pass
+    console.print("Stopped watching. Your progress is saved.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(watch)
