@@ -40,7 +40,9 @@ class Worker:
         self._response, response_write = os.pipe()
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        self.output_path = Path(tempfile.mkstemp(prefix="output-", dir=scratch)[1])
+        handle, name = tempfile.mkstemp(prefix="output-", dir=scratch)
+        os.close(handle)  # reopened below as the worker's stdout; never leak the descriptor
+        self.output_path = Path(name)
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read), str(response_write)],
@@ -125,17 +127,22 @@ class Worker:
             return ""
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (its own process group), then reap it."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
-        for fd in (self._request, self._response):
+        """Kill the worker and everything it started (its own process group), then reap it.
+        Safe to call twice: the pipes are closed once (a second close could hit a descriptor
+        number the process has handed to something else since)."""
+        if self._request >= 0:  # not killed yet (its group may outlive it, so always signal it)
             try:
-                os.close(fd)
-            except OSError:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
+            self.process.wait()
+        for fd in (self._request, self._response):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._request = self._response = -1
 
 
 def _learner_line(dump: str, source_dir: Path) -> str:
