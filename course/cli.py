@@ -148,30 +148,12 @@ def check(
 
         screens = [render.result_screen(each, result, session) for each, result in results]
         _show(render.notices(session), *screens)
-        if len(results) == 1 and results[0][1].status in ("failed", "error"):
-            _show_diagnostics(*results[0], session)
+        found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
+        if found is not None:
+            from course.render_maps import diagnosis
+
+            _show(diagnosis(found))
     raise typer.Exit(0 if passed else 1)
-
-
-def _show_diagnostics(lesson, result, session) -> None:
-    """A failing lesson gets the shape trace (lessons 6, 8, 9) when a shape went wrong, and a
-    small attention map (lessons 3-6, 8) when the weights show the problem."""
-    from course.engine.maps import LESSONS_WITH_MAPS, attention_maps
-    from course.engine.shapes import EXPECTED, shape_trace
-
-    if lesson.module in EXPECTED:
-        from course.render_maps import shape_trace_table
-
-        trace = shape_trace(lesson, session.workspace.root)
-        if trace is not None and trace.mismatch:
-            _show(shape_trace_table(trace))
-            return
-    if lesson.module in LESSONS_WITH_MAPS and result.status == "failed":
-        from course.render_maps import compact, explains
-
-        maps = attention_maps(lesson, session.workspace.root)
-        if explains(maps):
-            _show(compact(maps))
 
 
 @app.command(name="list")

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course import state as state_file
 from course import workspace as ws
 from course.catalog import Catalog, Lesson, load_catalog
 from course.engine.results import PASSED, LessonResult
+
+if TYPE_CHECKING:  # both import numpy, which the commands load only when they grade
+    from course.engine.maps import AttentionMaps
+    from course.engine.shapes import ShapeTrace
 
 
 @dataclass
@@ -215,3 +220,22 @@ def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
         session.state.lesson(lesson.module).solution_peeked = True
         session.save()
     return lesson.solution.read_text(encoding="utf-8")
+
+
+def diagnose(session: Session, lesson: Lesson,
+             result: LessonResult) -> AttentionMaps | ShapeTrace | None:
+    """What explains a failed check best, if anything: the shape trace (lessons 5-9) when a
+    shape went wrong, else the attention maps (lessons 3-9) when the weights are wrong."""
+    if result.status not in ("failed", "error"):
+        return None
+    from course.engine import maps, shapes
+
+    if lesson.module in shapes.EXPECTED:
+        trace = shapes.shape_trace(lesson, session.workspace.root)
+        if trace is not None and trace.mismatch:
+            return trace
+    if lesson.module in maps.LESSONS_WITH_MAPS and result.status == "failed":
+        found = maps.attention_maps(lesson, session.workspace.root)
+        if found.wrong():
+            return found
+    return None

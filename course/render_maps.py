@@ -80,11 +80,9 @@ def maps_screen(maps: AttentionMaps) -> RenderableType:
     return Group(*parts)
 
 
-def explains(maps: AttentionMaps) -> bool:
-    """Whether a map is worth showing with a failure: broken rows, or weights that differ."""
-    if maps.learner is None or maps.reference is None:
-        return False
-    return bool(maps.flags) or bool(np.nanmax(np.abs(maps.learner - maps.reference)) > 1e-6)
+def diagnosis(found: AttentionMaps | ShapeTrace) -> RenderableType:
+    """The picture that goes under a failed check (see ``progress.diagnose``)."""
+    return shape_trace_table(found) if isinstance(found, ShapeTrace) else compact(found)
 
 
 def compact(maps: AttentionMaps) -> RenderableType:

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -57,3 +58,32 @@ def import_lessons(*modules: str, folder: Path = SOLUTIONS) -> tuple[ModuleType,
         for name in [name for name in sys.modules if LESSON_MODULE.fullmatch(name)]:
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+def classic_mistakes() -> list[tuple[str, dict]]:
+    """(lesson module, mistake) for every classic mistake in tests/mistakes/*.toml."""
+    cases = []
+    for path in sorted(MISTAKES.glob("l*.toml")):
+        with open(path, "rb") as handle:
+            cases += [(path.stem, mistake) for mistake in tomllib.load(handle)["mistake"]]
+    return cases
+
+
+def mistaken_source(module: str, mistake: dict | str) -> str:
+    """The solution of ``module`` with one classic mistake (given, or named) applied; each edit
+    must match the solution exactly once, so a stale mistake fails loudly."""
+    if isinstance(mistake, str):
+        mistake = next(m for lesson, m in classic_mistakes() if lesson == module
+                       and m["name"] == mistake)
+    source = (SOLUTIONS / f"{module}.py").read_text()
+    for number, edit in enumerate(mistake["edit"], 1):
+        found = source.count(edit["old"])
+        assert found == 1, (f"edit {number} of {module}/{mistake['name']} matches the solution "
+                            f"{found} times (it must match once): update tests/mistakes/{module}.toml")
+        source = source.replace(edit["old"], edit["new"])
+    return source
+
+
+def solutions_with_mistake(tmp_path: Path, module: str, name: str) -> Path:
+    """A copy of every solution, with ``module`` carrying the classic mistake ``name``."""
+    return solutions_with(tmp_path, module, mistaken_source(module, name))

@@ -7,33 +7,18 @@ the lesson's solution into the mistaken version (each `old` occurs exactly once)
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
 from course.catalog import load_catalog
-from tests.helpers import MISTAKES, SOLUTIONS, all_messages, grade_folder, solutions_with
+from tests.helpers import (
+    all_messages,
+    classic_mistakes,
+    grade_folder,
+    mistaken_source,
+    solutions_with,
+)
 
-
-def load_cases() -> list[tuple[str, dict]]:
-    cases = []
-    for path in sorted(MISTAKES.glob("l*.toml")):
-        with open(path, "rb") as handle:
-            cases += [(path.stem, mistake) for mistake in tomllib.load(handle)["mistake"]]
-    return cases
-
-
-CASES = load_cases()
-
-
-def mistaken_source(module: str, mistake: dict) -> str:
-    source = (SOLUTIONS / f"{module}.py").read_text()
-    for number, edit in enumerate(mistake["edit"], 1):
-        found = source.count(edit["old"])
-        assert found == 1, (f"edit {number} of {module}/{mistake['name']} matches the solution "
-                            f"{found} times (it must match once): update tests/mistakes/{module}.toml")
-        source = source.replace(edit["old"], edit["new"])
-    return source
+CASES = classic_mistakes()
 
 
 def test_every_available_lesson_has_classic_mistakes():

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from course.cli import app
-from tests.helpers import SOLUTIONS
+from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 
 def course(*args, cwd, env=None):
@@ -244,9 +244,7 @@ def test_a_failing_attention_check_shows_a_small_map_that_flags_the_rows(workspa
 def test_a_failing_multi_head_check_shows_the_shape_trace(workspace):
     for module in ("l01_projections", "l02_softmax", "l03_attention", "l06_multi_head"):
         shutil.copy(SOLUTIONS / f"{module}.py", workspace)
-    from tests.test_shapes import with_mistake
-
-    broken = with_mistake(workspace.parent / "mistake", "l05_heads", "split_no_swap")
+    broken = solutions_with_mistake(workspace.parent / "mistake", "l05_heads", "split_no_swap")
     shutil.copy(broken / "l05_heads.py", workspace)
     done = course("check", "6", cwd=workspace)
     flat = " ".join(done.stdout.split())

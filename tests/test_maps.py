@@ -1,6 +1,5 @@
 """Attention maps: the learner's weights beside the reference, and the broken rows flagged."""
 
-import tomllib
 
 import numpy as np
 import pytest
@@ -8,18 +7,9 @@ import pytest
 from course.catalog import load_catalog
 from course.engine.maps import LESSONS_WITH_MAPS, attention_maps, flag_rows
 from course.render_maps import maps_screen
-from tests.helpers import MISTAKES, SOLUTIONS, solutions_with
+from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()
-
-
-def with_mistake(tmp_path, module, name):
-    source = (SOLUTIONS / f"{module}.py").read_text()
-    with open(MISTAKES / f"{module}.toml", "rb") as handle:
-        mistake = next(m for m in tomllib.load(handle)["mistake"] if m["name"] == name)
-    for edit in mistake["edit"]:
-        source = source.replace(edit["old"], edit["new"])
-    return solutions_with(tmp_path, module, source)
 
 
 @pytest.mark.parametrize("module", LESSONS_WITH_MAPS)
@@ -41,12 +31,12 @@ def test_gqa_maps_show_which_key_value_head_each_query_head_reads():
     ("l04_masks", "causal_diagonal_excluded", "sums to 0.000, not 1"),
 ])
 def test_a_classic_mistake_shows_as_flagged_rows(tmp_path, module, mistake, flag):
-    maps = attention_maps(CATALOG.by_module(module), with_mistake(tmp_path, module, mistake))
+    maps = attention_maps(CATALOG.by_module(module), solutions_with_mistake(tmp_path, module, mistake))
     assert any(flag in what for _, _, what in maps.flags), maps.flags
 
 
 def test_tiled_kv_heads_differ_from_the_reference_map(tmp_path):
-    folder = with_mistake(tmp_path, "l08_gqa", "tile_instead_of_repeat")
+    folder = solutions_with_mistake(tmp_path, "l08_gqa", "tile_instead_of_repeat")
     maps = attention_maps(CATALOG.by_module("l08_gqa"), folder)
     assert np.abs(maps.learner - maps.reference).max() > 1e-3
 
@@ -84,18 +74,18 @@ def test_the_map_screen_renders_yours_reference_and_difference():
 
 
 def test_a_head_split_without_transpose_shows_in_the_map(tmp_path):
-    folder = with_mistake(tmp_path, "l05_heads", "split_reshape_without_transpose")
+    folder = solutions_with_mistake(tmp_path, "l05_heads", "split_reshape_without_transpose")
     maps = attention_maps(CATALOG.by_module("l05_heads"), folder)
     assert maps.learner is not None and np.abs(maps.learner - maps.reference).max() > 1e-3
 
 
 def test_a_two_head_layer_looking_at_the_same_offset_differs_from_the_reference(tmp_path):
-    folder = with_mistake(tmp_path, "l07_why_heads", "heads_same_offset")
+    folder = solutions_with_mistake(tmp_path, "l07_why_heads", "heads_same_offset")
     maps = attention_maps(CATALOG.by_module("l07_why_heads"), folder)
     assert np.abs(maps.learner[1] - maps.reference[1]).max() > 0.5
 
 
 def test_a_cache_of_repeated_heads_is_explained_in_words(tmp_path):
-    folder = with_mistake(tmp_path, "l09_kv_cache", "repeated_cache")
+    folder = solutions_with_mistake(tmp_path, "l09_kv_cache", "repeated_cache")
     maps = attention_maps(CATALOG.by_module("l09_kv_cache"), folder)
     assert maps.learner is None and "expected (B, G, S, K)" in maps.problem

@@ -4,8 +4,9 @@ on the failing check with its one-line fix idea."""
 import pytest
 
 from course.engine import misconceptions
-from tests.helpers import grade_folder, solutions_with
-from tests.test_classic_mistakes import CASES, mistaken_source
+from tests.helpers import classic_mistakes, grade_folder, mistaken_source, solutions_with
+
+CASES = classic_mistakes()
 
 REGISTRY = misconceptions.load()
 ISSUE_LIST = {"missing-scale", "scale-one-over-k", "softmax-wrong-axis", "mask-polarity",

@@ -1,24 +1,14 @@
 """Shape traces: the shapes at the named points of the learner's run, against the expected ones."""
 
 import shutil
-import tomllib
 
 import pytest
 
 from course.catalog import load_catalog
 from course.engine.shapes import EXPECTED, compare, shape_trace
-from tests.helpers import MISTAKES, SOLUTIONS, solutions_with
+from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()
-
-
-def with_mistake(tmp_path, module, name):
-    source = (SOLUTIONS / f"{module}.py").read_text()
-    with open(MISTAKES / f"{module}.toml", "rb") as handle:
-        mistake = next(m for m in tomllib.load(handle)["mistake"] if m["name"] == name)
-    for edit in mistake["edit"]:
-        source = source.replace(edit["old"], edit["new"])
-    return solutions_with(tmp_path, module, source)
 
 
 @pytest.mark.parametrize("module", sorted(EXPECTED))
@@ -31,7 +21,7 @@ def test_the_solutions_trace_matches_every_named_point(module):
 
 @pytest.mark.parametrize("module", ["l06_multi_head", "l08_gqa"])
 def test_a_split_without_the_swap_is_named_at_its_point(tmp_path, module):
-    folder = with_mistake(tmp_path, "l05_heads", "split_no_swap")
+    folder = solutions_with_mistake(tmp_path, "l05_heads", "split_no_swap")
     shutil.copy(SOLUTIONS / f"{module}.py", folder)
     trace = shape_trace(CATALOG.by_module(module), folder)
     assert trace.mismatch.startswith("split_heads gave (B, T, H, K) where (B, H, T, K) was expected")

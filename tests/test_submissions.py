@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from course import __version__, exports, gradebook, submissions
 from course.catalog import load_catalog
 from course.cli_instructor import register
-from tests.helpers import LESSONS, SOLUTIONS
-from tests.test_classic_mistakes import CASES, mistaken_source
+from tests.helpers import LESSONS, SOLUTIONS, classic_mistakes, mistaken_source
+
+CASES = classic_mistakes()
 
 CATALOG = load_catalog()
 L01 = CATALOG.resolve("1")

@@ -35,6 +35,12 @@ class AttentionMaps:
     problem: str = ""  # why the learner's maps could not be computed
     flags: list[tuple[int, int, str]] = field(default_factory=list)  # (head, row, what)
 
+    def wrong(self) -> bool:
+        """Whether the maps show a problem: broken rows, or weights unlike the reference."""
+        if self.learner is None or self.reference is None:
+            return False
+        return bool(self.flags) or bool(np.nanmax(np.abs(self.learner - self.reference)) > 1e-6)
+
 
 def _softmax_rows(scores: np.ndarray) -> np.ndarray:
     top = np.max(scores, axis=-1, keepdims=True)
