@@ -32,8 +32,9 @@ COLD = dict(os.environ, COURSE_SERVER="off")
 
 def wall(command: list[str], cwd: Path, env: dict | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   check=False, env=env)
+    subprocess.run(
+        command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env
+    )
     return time.perf_counter() - started
 
 
@@ -77,8 +78,10 @@ def main() -> int:
         print(f"{name:28s} median {value * 1000:7.1f} ms   (min {min(times[name]) * 1000:.1f} ms)")
     bare, check_3 = medians["python -c 'import numpy'"], medians["course check 3 (solved)"]
     ratio = check_3 / bare
-    print(f"\ncourse check 3 / bare numpy import: {ratio:.2f}x "
-          f"(cold, without the warm grader: {medians['course check 3 (cold)'] / bare:.2f}x)")
+    print(
+        f"\ncourse check 3 / bare numpy import: {ratio:.2f}x "
+        f"(cold, without the warm grader: {medians['course check 3 (cold)'] / bare:.2f}x)"
+    )
     verdicts = [
         ("check median <= 0.8 s", check_3 <= 0.8),
         ("check <= 4x bare import", ratio <= 4.0),

@@ -40,8 +40,12 @@ HOSTILE = {
     "os_exit_in_a_function": "import os\n\n\ndef softmax(x, axis=-1):\n    os._exit(0)\n",
     "output_flood": "def linear(x, w, b=None):\n    while True:\n        print('x' * 10000)\n",
 }
-HOSTILE_TARGET = {"loop_in_a_function": "l01_projections", "loop_at_import": "l03_attention",
-                  "os_exit_in_a_function": "l02_softmax", "output_flood": "l01_projections"}
+HOSTILE_TARGET = {
+    "loop_in_a_function": "l01_projections",
+    "loop_at_import": "l03_attention",
+    "os_exit_in_a_function": "l02_softmax",
+    "output_flood": "l01_projections",
+}
 
 
 def mistakes(modules: list[str]) -> list[tuple[str, str, str]]:
@@ -58,9 +62,13 @@ def mistakes(modules: list[str]) -> list[tuple[str, str, str]]:
 
 
 def write_bundle(path: Path, name: str, files: dict[str, str]) -> None:
-    claim = {"schema": 1, "course_version": __version__, "name": name,
-             "files": {f"{m}.py": submissions.sha256(s.encode()) for m, s in files.items()},
-             "lessons": [{"lesson": m, "status": "passed", "points": 0} for m in files]}
+    claim = {
+        "schema": 1,
+        "course_version": __version__,
+        "name": name,
+        "files": {f"{m}.py": submissions.sha256(s.encode()) for m, s in files.items()},
+        "lessons": [{"lesson": m, "status": "passed", "points": 0} for m in files],
+    }
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
         for module, source in files.items():
             bundle.writestr(f"{module}.py", source)
@@ -72,7 +80,7 @@ def generate(folder: Path, count: int, modules: list[str]) -> dict[str, int]:
     rng = random.Random(6)
     solved = {m: (REPO / "solutions" / f"{m}.py").read_text() for m in modules}
     wrong = mistakes(modules)
-    kinds = (["correct"] * 50 + ["wrong"] * 25 + ["hostile"] * 15 + ["corrupt"] * 10)
+    kinds = ["correct"] * 50 + ["wrong"] * 25 + ["hostile"] * 15 + ["corrupt"] * 10
     made = dict.fromkeys(("correct", "wrong", "hostile", "corrupt"), 0)
     for index in range(count):
         kind = kinds[index * len(kinds) // count]
@@ -105,9 +113,14 @@ def generate(folder: Path, count: int, modules: list[str]) -> dict[str, int]:
 
 
 def summary(report: gradebook.Report) -> list[tuple]:
-    return [(row["file"], row["outcome"],
-             tuple((m, e["status"], e["points"]) for m, e in sorted(row["lessons"].items())))
-            for row in report.rows]
+    return [
+        (
+            row["file"],
+            row["outcome"],
+            tuple((m, e["status"], e["points"]) for m, e in sorted(row["lessons"].items())),
+        )
+        for row in report.rows
+    ]
 
 
 def main() -> int:
@@ -121,20 +134,24 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="course-class-"))
     try:
         made = generate(root, args.count, [lesson.module for lesson in lessons])
-        print(f"{args.count} submissions ({', '.join(f'{n} {k}' for k, n in made.items())}), "
-              f"lessons {', '.join(lesson.id for lesson in lessons)}, {os.cpu_count()} cores, "
-              f"COURSE_LIMITS={os.environ['COURSE_LIMITS']}")
+        print(
+            f"{args.count} submissions ({', '.join(f'{n} {k}' for k, n in made.items())}), "
+            f"lessons {', '.join(lesson.id for lesson in lessons)}, {os.cpu_count()} cores, "
+            f"COURSE_LIMITS={os.environ['COURSE_LIMITS']}"
+        )
         gradebook.max_points(lessons)  # warm the file cache and bytecode
         times: dict[int, list[float]] = {1: [], 2: []}
         results = {}
         for round_ in range(args.repeat):
-            for workers in ((1, 2) if round_ % 2 == 0 else (2, 1)):
+            for workers in (1, 2) if round_ % 2 == 0 else (2, 1):
                 report = gradebook.grade_folder(root, lessons, workers)
                 times[workers].append(report.seconds)
                 results[workers] = summary(report)
                 rate = len(report.rows) / report.seconds
-                print(f"  {workers} worker{'s' if workers > 1 else ' '}: {report.seconds:6.1f} s, "
-                      f"{rate:5.2f} submissions/s")
+                print(
+                    f"  {workers} worker{'s' if workers > 1 else ' '}: {report.seconds:6.1f} s, "
+                    f"{rate:5.2f} submissions/s"
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if results[1] != results[2]:
@@ -144,8 +161,10 @@ def main() -> int:
     outcomes: dict[str, int] = {}
     for _, outcome, _lessons in results[1]:
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    print(f"\nbest of each: 1 worker {args.count / one:.2f}/s, 2 workers {args.count / two:.2f}/s; "
-          f"speed-up {one / two:.2f}x. Same gradebook from both runs; outcomes {outcomes}.")
+    print(
+        f"\nbest of each: 1 worker {args.count / one:.2f}/s, 2 workers {args.count / two:.2f}/s; "
+        f"speed-up {one / two:.2f}x. Same gradebook from both runs; outcomes {outcomes}."
+    )
     return 0
 
 

@@ -119,8 +119,7 @@ def _parse(data: dict) -> Catalog:
                 exercises=exercises,
             )
         )
-    return Catalog(title=data["course"]["title"], version=data["course"]["version"],
-                   lessons=tuple(lessons))
+    return Catalog(title=data["course"]["title"], version=data["course"]["version"], lessons=tuple(lessons))
 
 
 @lru_cache(maxsize=1)

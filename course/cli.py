@@ -17,7 +17,7 @@ import typer
 app = typer.Typer(
     name="course",
     help="Implement multi-head attention from scratch in numpy, one lesson at a time.\n\n"
-         "Start with `course next`: it creates your workspace and tells you what to do.",
+    "Start with `course next`: it creates your workspace and tells you what to do.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -26,8 +26,13 @@ app = typer.Typer(
 
 WorkspaceOption = Annotated[
     str | None,
-    typer.Option("--workspace", "-w", envvar="COURSE_WORKSPACE", metavar="DIR",
-                 help="The workspace folder (default: found from the current folder)."),
+    typer.Option(
+        "--workspace",
+        "-w",
+        envvar="COURSE_WORKSPACE",
+        metavar="DIR",
+        help="The workspace folder (default: found from the current folder).",
+    ),
 ]
 LessonArgument = Annotated[str, typer.Argument(help="3, 03, l03_attention or attention.")]
 
@@ -101,8 +106,10 @@ def init(
     progress.placed = sorted(set(progress.placed) | {path.stem for path in added})
     state.save(progress, created.state_path)
     names = ", ".join(p.name for p in added) or "none (every lesson file was already there)"
-    _show(f"Workspace ready in {created.display(created.root)}/. Lesson files added: {names}.",
-          f"Next: cd {created.display(created.root)} and run `course next`.")
+    _show(
+        f"Workspace ready in {created.display(created.root)}/. Lesson files added: {names}.",
+        f"Next: cd {created.display(created.root)} and run `course next`.",
+    )
 
 
 @app.command(name="next")
@@ -119,9 +126,14 @@ def check(
     lesson: Annotated[str | None, typer.Argument(help="Default: the current lesson.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Check every available lesson.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="Run the tests with your code in this process, for print() and "
-                        "breakpoint(). Not a grade: nothing is recorded.")] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Run the tests with your code in this process, for print() and "
+            "breakpoint(). Not a grade: nothing is recorded.",
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
@@ -140,8 +152,7 @@ def check(
         from course import __version__
 
         payloads = [result.to_dict() for _, result in results]
-        payload = ({"lessons": payloads, "status": "passed" if passed else "failed"}
-                   if all_ else payloads[0])
+        payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
         sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
     else:
         from course import render
@@ -168,9 +179,13 @@ def list_(workspace: WorkspaceOption = None) -> None:
 @app.command()
 def show(
     lesson: LessonArgument,
-    attention_map: Annotated[bool, typer.Option(
-        "--map", help="Draw your attention weights on a small sentence, beside the reference "
-                      "(lessons 3 to 9).")] = False,
+    attention_map: Annotated[
+        bool,
+        typer.Option(
+            "--map",
+            help="Draw your attention weights on a small sentence, beside the reference (lessons 3 to 9).",
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
@@ -234,9 +249,12 @@ def solution(
     except FileNotFoundError as problem:
         _fail(str(problem))
     if source is None:
-        _fail(f"Lesson {chosen.id} has not passed yet, so its solution stays hidden. "
-              f"`course hint {chosen.number}` helps; `course solution {chosen.number} --peek` shows it "
-              "anyway and records that you peeked.", 1)
+        _fail(
+            f"Lesson {chosen.id} has not passed yet, so its solution stays hidden. "
+            f"`course hint {chosen.number}` helps; `course solution {chosen.number} --peek` shows it "
+            "anyway and records that you peeked.",
+            1,
+        )
     _show(render.solution_screen(chosen, source, peeked))
 
 

@@ -24,11 +24,17 @@ dev = typer.Typer(
 
 @dev.command(name="check")
 def check(
-    root: Annotated[Path | None, typer.Option(
-        "--root", metavar="DIR", help="The course repository to check (default: the one this "
-                                      "`course` is installed from).")] = None,
-    no_grading: Annotated[bool, typer.Option(
-        "--no-grading", help="Skip grading the skeletons and solutions (the slow part).")] = False,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            help="The course repository to check (default: the one this `course` is installed from).",
+        ),
+    ] = None,
+    no_grading: Annotated[
+        bool, typer.Option("--no-grading", help="Skip grading the skeletons and solutions (the slow part).")
+    ] = False,
 ) -> None:
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
     from course import devcheck
@@ -36,16 +42,17 @@ def check(
 
     folder = (root or devcheck.REPO).resolve()
     if not (folder / "course" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
-        _fail(f"{folder} is not a clone of the course repository (no course/catalog.toml and "
-              "lessons/ there): `course dev check` checks the course's sources, so run it from "
-              "a clone or pass --root.")
+        _fail(
+            f"{folder} is not a clone of the course repository (no course/catalog.toml and "
+            "lessons/ there): `course dev check` checks the course's sources, so run it from "
+            "a clone or pass --root."
+        )
     started = time.monotonic()
     problems = devcheck.check(folder, grade=not no_grading)
     seconds = time.monotonic() - started
     if not problems:
         graded = "" if no_grading else "; skeletons grade not-started and solutions pass"
-        typer.echo(f"course dev check: the catalog and the course's files agree{graded} "
-                   f"({seconds:.1f} s).")
+        typer.echo(f"course dev check: the catalog and the course's files agree{graded} ({seconds:.1f} s).")
         return
     for problem in problems:
         typer.echo(str(problem))

@@ -31,18 +31,31 @@ def _lessons(names: str | None):
     return sorted(set(chosen), key=lambda lesson: lesson.number)
 
 
-LessonsOption = Annotated[str | None, typer.Option(
-    "--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all).")]
+LessonsOption = Annotated[
+    str | None,
+    typer.Option("--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all)."),
+]
 
 
 def submit(
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="The bundle to write "
-                                             "(default: submission-NAME.zip here).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", metavar="FILE", help="The bundle to write (default: submission-NAME.zip here)."
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Your name (default: $USER).")] = None,
     lessons: LessonsOption = None,
-    workspace: Annotated[str | None, typer.Option(
-        "--workspace", "-w", envvar="COURSE_WORKSPACE", metavar="DIR",
-        help="The workspace folder (default: found from the current folder).")] = None,
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            envvar="COURSE_WORKSPACE",
+            metavar="DIR",
+            help="The workspace folder (default: found from the current folder).",
+        ),
+    ] = None,
 ) -> None:
     """Grade your lesson files and pack them, with the results, into a zip to hand in."""
     from course import submissions
@@ -52,14 +65,21 @@ def submit(
     who = submissions.learner_name(name)
     target = out or Path(f"submission-{_safe(who)}.zip")
     try:
-        payload = submissions.build_bundle(session.workspace.root, target, session.catalog, who,
-                                           lessons=_lessons(lessons) if lessons else None)
+        payload = submissions.build_bundle(
+            session.workspace.root,
+            target,
+            session.catalog,
+            who,
+            lessons=_lessons(lessons) if lessons else None,
+        )
     except submissions.SubmissionProblem as problem:
         _fail(str(problem))
     passed = sum(entry["status"] == "passed" for entry in payload["lessons"])
-    _show(f"Wrote {target}: {len(payload['files'])} lesson files for {who}, {passed} lessons "
-          f"passed, {payload['total_points']} of {payload['max_points']} points "
-          f"(course {payload['course_version']}). Hand this file in.")
+    _show(
+        f"Wrote {target}: {len(payload['files'])} lesson files for {who}, {passed} lessons "
+        f"passed, {payload['total_points']} of {payload['max_points']} points "
+        f"(course {payload['course_version']}). Hand this file in."
+    )
 
 
 def _safe(name: str) -> str:
@@ -67,16 +87,21 @@ def _safe(name: str) -> str:
 
 
 def grade(
-    submissions_dir: Annotated[Path, typer.Argument(metavar="SUBMISSIONS_DIR",
-                                                    help="A folder of .zip bundles.")],
+    submissions_dir: Annotated[
+        Path, typer.Argument(metavar="SUBMISSIONS_DIR", help="A folder of .zip bundles.")
+    ],
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")] = Path(
-        "gradebook.csv"),
-    workers: Annotated[int | None, typer.Option(
-        min=1, help="Parallel grading processes (default: the number of cores).")] = None,
-    report: Annotated[Path | None, typer.Option("--json", metavar="FILE",
-                                                help="Also write a JSON report.")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE",
-                                               help="Also write JUnit XML.")] = None,
+        "gradebook.csv"
+    ),
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Parallel grading processes (default: the number of cores).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--json", metavar="FILE", help="Also write a JSON report.")
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")
+    ] = None,
     lessons: LessonsOption = None,
 ) -> None:
     """Re-grade every submission bundle in a folder and write a gradebook."""
@@ -90,13 +115,14 @@ def grade(
     if not found:
         _fail(f"No .zip bundles in {submissions_dir}: `course submit` makes them.")
     count = workers or os.cpu_count() or 1
-    _show(f"Grading {len(found)} submissions, lessons "
-          f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers.")
+    _show(
+        f"Grading {len(found)} submissions, lessons "
+        f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers."
+    )
 
     def progress(row: dict, done: int, total: int) -> None:
         note = f"  ({row['problems'][0]})" if row["problems"] else ""
-        _show(f"[{done}/{total}] {row['file']}: {row['outcome']}, "
-              f"{gradebook.total(row)} points{note}")
+        _show(f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}")
 
     result = gradebook.grade_folder(submissions_dir, chosen, count, progress)
     gradebook.write_csv(result, out)
@@ -109,19 +135,22 @@ def grade(
         written.append(str(junit))
     troubled = [row for row in result.rows if row["problems"]]
     rate = len(result.rows) / result.seconds if result.seconds else 0.0
-    _show(f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
-          f"Wrote {', '.join(written)}.",
-          f"{len(troubled)} with problems (see the problems column)." if troubled else
-          "No problems found.")
+    _show(
+        f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
+        f"Wrote {', '.join(written)}.",
+        f"{len(troubled)} with problems (see the problems column)." if troubled else "No problems found.",
+    )
     raise typer.Exit(1 if troubled else 0)
 
 
 def classroom(
     folder: Annotated[Path, typer.Argument(help="The template repository to write into.")],
-    points: Annotated[int | None, typer.Option(
-        min=1, help="Points per lesson (default: the lesson's number of checks).")] = None,
-    install: Annotated[str, typer.Option(
-        help="The command that installs the course on GitHub's runner.")] = "",
+    points: Annotated[
+        int | None, typer.Option(min=1, help="Points per lesson (default: the lesson's number of checks).")
+    ] = None,
+    install: Annotated[
+        str, typer.Option(help="The command that installs the course on GitHub's runner.")
+    ] = "",
     lessons: LessonsOption = None,
 ) -> None:
     """Write a GitHub Classroom autograding configuration: one test per lesson."""
@@ -131,13 +160,14 @@ def classroom(
     if folder.exists() and not folder.is_dir():
         _fail(f"{folder} exists and is not a folder.")
     chosen = _lessons(lessons)
-    counts = ({lesson.module: points for lesson in chosen} if points
-              else gradebook.max_points(chosen))
+    counts = {lesson.module: points for lesson in chosen} if points else gradebook.max_points(chosen)
     command = install or f"python -m pip install attention-course=={__version__}"
     written = exports.write_classroom(folder, chosen, counts, command)
-    _show(f"Wrote {', '.join(str(path) for path in written)}: {len(chosen)} tests "
-          f"(`course check N`), {sum(counts.values())} points in all.",
-          "Commit them to the assignment's template repository.")
+    _show(
+        f"Wrote {', '.join(str(path) for path in written)}: {len(chosen)} tests "
+        f"(`course check N`), {sum(counts.values())} points in all.",
+        "Commit them to the assignment's template repository.",
+    )
 
 
 def register(app: typer.Typer) -> None:

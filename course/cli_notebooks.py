@@ -13,14 +13,18 @@ import typer
 
 
 def notebooks(
-    out_dir: Annotated[Path, typer.Argument(help="Where to write student/, instructor/ and "
-                                                 "solved/.")],
-    lesson: Annotated[str | None, typer.Option(
-        "--lesson", "-l", help="Only this lesson (3, 03, l03_attention or attention).")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds each cell may run when the solved "
-                                                "notebooks are executed.")] = 120.0,
-    execute: Annotated[bool, typer.Option(help="Execute the instructor notebooks into solved/ "
-                                               "(needs nbclient and ipykernel).")] = True,
+    out_dir: Annotated[Path, typer.Argument(help="Where to write student/, instructor/ and solved/.")],
+    lesson: Annotated[
+        str | None,
+        typer.Option("--lesson", "-l", help="Only this lesson (3, 03, l03_attention or attention)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds each cell may run when the solved notebooks are executed.")
+    ] = 120.0,
+    execute: Annotated[
+        bool,
+        typer.Option(help="Execute the instructor notebooks into solved/ (needs nbclient and ipykernel)."),
+    ] = True,
 ) -> None:
     """Build each lesson's notebooks: student (skeleton and test cells), instructor (nbgrader
     source format with solutions) and solved (the instructor notebook executed)."""
@@ -34,18 +38,25 @@ def notebooks(
         _fail(str(problem))
     missing = [each for each in lessons if not each.available]
     if missing:
-        _fail(f"Lesson {missing[0].id} ({missing[0].title}) is coming soon: its files are not "
-              "written yet.")
+        _fail(f"Lesson {missing[0].id} ({missing[0].title}) is coming soon: its files are not written yet.")
     needed = ["nbformat"] + (["nbclient", "ipykernel"] if execute else [])
     absent = [name for name in needed if not _importable(name)]
     if absent:
-        _fail(f"Building notebooks needs {', '.join(absent)}: `pip install {' '.join(absent)}` "
-              "(or `--no-execute` to skip the solved set, which needs a Jupyter kernel).")
+        _fail(
+            f"Building notebooks needs {', '.join(absent)}: `pip install {' '.join(absent)}` "
+            "(or `--no-execute` to skip the solved set, which needs a Jupyter kernel)."
+        )
     from course import notebooks as nb
 
     try:
-        written = nb.generate(out_dir, lessons, catalog, execute_solved=execute, timeout=timeout,
-                              progress=lambda path: _show(f"wrote {path}"))
+        written = nb.generate(
+            out_dir,
+            lessons,
+            catalog,
+            execute_solved=execute,
+            timeout=timeout,
+            progress=lambda path: _show(f"wrote {path}"),
+        )
     except nb.NotebookError as problem:
         _fail(f"Notebook generation stopped: {problem}", 1)
     sets = "student/, instructor/ and solved/" if execute else "student/ and instructor/"

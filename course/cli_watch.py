@@ -11,15 +11,18 @@ from course.cli import WorkspaceOption, _console, _fail, _session
 
 
 def watch(
-    poll: Annotated[bool, typer.Option(help="Poll for changes (for file systems without "
-                                            "change events).")] = False,
+    poll: Annotated[
+        bool, typer.Option(help="Poll for changes (for file systems without change events).")
+    ] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Re-check the current lesson each time you save. Keys: n next, h hint, l list, r re-run,
     q quit."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _fail("`course watch` needs a terminal: it redraws the screen and reads keys. In a "
-              "script or a pipe, use `course check`.")
+        _fail(
+            "`course watch` needs a terminal: it redraws the screen and reads keys. In a "
+            "script or a pipe, use `course check`."
+        )
     from course import progress, render
     from course import watch as watcher
 
@@ -43,8 +46,12 @@ def watch(
         elif key == "l":
             draw(False, render.lesson_list(session))
         elif key == "n" and not view["result"].passed:
-            draw(False, render.info(f"Lesson {view['lesson'].number} is not green yet: `n` moves "
-                                    "on once every check passes."))
+            draw(
+                False,
+                render.info(
+                    f"Lesson {view['lesson'].number} is not green yet: `n` moves on once every check passes."
+                ),
+            )
         elif key == "n":
             upcoming = session.current()
             if upcoming is None:

@@ -67,8 +67,13 @@ def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
     try:
         catalog = read_catalog(root)
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as error:
-        return [Problem("catalog-unreadable", "course/catalog.toml",
-                        f"The catalog cannot be read ({type(error).__name__}: {error}).")]
+        return [
+            Problem(
+                "catalog-unreadable",
+                "course/catalog.toml",
+                f"The catalog cannot be read ({type(error).__name__}: {error}).",
+            )
+        ]
     problems = catalog_problems(catalog) + stray_files(root, catalog)
     for lesson in catalog.lessons:
         problems += lesson_problems(root, lesson, grade)
@@ -79,12 +84,16 @@ def catalog_problems(catalog: Catalog) -> list[Problem]:
     """Unique modules and exercise names; every exercise has a summary and >= 2 real hints."""
     where = "course/catalog.toml"
     modules = [lesson.module for lesson in catalog.lessons]
-    problems = [Problem("duplicate-lesson", where, f"Lesson {module} is listed twice.")
-                for module in sorted({m for m in modules if modules.count(m) > 1})]
+    problems = [
+        Problem("duplicate-lesson", where, f"Lesson {module} is listed twice.")
+        for module in sorted({m for m in modules if modules.count(m) > 1})
+    ]
     for lesson in catalog.lessons:
         names = [exercise.name for exercise in lesson.exercises]
-        problems += [Problem("duplicate-exercise", where, f"{lesson.module} lists {name} twice.")
-                     for name in sorted({n for n in names if names.count(n) > 1})]
+        problems += [
+            Problem("duplicate-exercise", where, f"{lesson.module} lists {name} twice.")
+            for name in sorted({n for n in names if names.count(n) > 1})
+        ]
         for exercise in lesson.exercises:
             label = f"{lesson.module}.{exercise.name}"
             if not exercise.summary.strip():
@@ -93,10 +102,15 @@ def catalog_problems(catalog: Catalog) -> list[Problem]:
             if len(hints) < 2 or len(hints) < len(exercise.hints):
                 empty = len(exercise.hints) - len(hints)
                 detail = f" ({empty} of them empty)" if empty else ""
-                problems.append(Problem(
-                    "missing-hints", where, f"{label} has {len(hints)} non-empty hint(s) of "
-                    f"{len(exercise.hints)}{detail}; every exercise needs at least 2 and no "
-                    "empty ones."))
+                problems.append(
+                    Problem(
+                        "missing-hints",
+                        where,
+                        f"{label} has {len(hints)} non-empty hint(s) of "
+                        f"{len(exercise.hints)}{detail}; every exercise needs at least 2 and no "
+                        "empty ones.",
+                    )
+                )
     return problems
 
 
@@ -113,8 +127,14 @@ def stray_files(root: Path, catalog: Catalog) -> list[Problem]:
             name = f"{tree}/{path.name}"
             if path.name == "__pycache__" or name in known or path.name in ALLOWED.get(tree, ()):
                 continue
-            problems.append(Problem("stray-file", name, "No lesson of the catalog uses this "
-                                    "file: add its lesson to course/catalog.toml or remove it."))
+            problems.append(
+                Problem(
+                    "stray-file",
+                    name,
+                    "No lesson of the catalog uses this "
+                    "file: add its lesson to course/catalog.toml or remove it.",
+                )
+            )
     return problems
 
 
@@ -127,14 +147,22 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
     present = {role: (root / path).is_file() for role, path in files.items()}
     if not any(present.values()):
         return []
-    problems = [Problem("missing-file", path, f"Lesson {lesson.id} ({lesson.module}) has no "
-                        f"{role} file although its other files exist.")
-                for role, path in files.items() if not present[role]]
+    problems = [
+        Problem(
+            "missing-file",
+            path,
+            f"Lesson {lesson.id} ({lesson.module}) has no {role} file although its other files exist.",
+        )
+        for role, path in files.items()
+        if not present[role]
+    ]
     if not lesson.exercises:
-        problems.append(Problem("no-exercises", "course/catalog.toml",
-                                f"{lesson.module} lists no exercises."))
-    trees = {role: _parse_source(root, files[role], problems)
-             for role in ("skeleton", "solution") if present[role]}
+        problems.append(
+            Problem("no-exercises", "course/catalog.toml", f"{lesson.module} lists no exercises.")
+        )
+    trees = {
+        role: _parse_source(root, files[role], problems) for role in ("skeleton", "solution") if present[role]
+    }
     skeleton, solution = trees.get("skeleton"), trees.get("solution")
     if skeleton is not None:
         problems += todo_problems(lesson, skeleton, files["skeleton"])
@@ -143,11 +171,11 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
     if grade and present["grading tests"]:
         test_file = root / files["grading tests"]
         if skeleton is not None:
-            problems += skeleton_grade_problems(lesson, root / "lessons", test_file,
-                                                files["skeleton"])
+            problems += skeleton_grade_problems(lesson, root / "lessons", test_file, files["skeleton"])
         if solution is not None:
-            problems += solution_grade_problems(lesson, root / "solutions", test_file,
-                                                files["solution"], files["grading tests"])
+            problems += solution_grade_problems(
+                lesson, root / "solutions", test_file, files["solution"], files["grading tests"]
+            )
     return problems
 
 
@@ -167,8 +195,9 @@ def public_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncF
             found[node.name] = node
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                        (not item.name.startswith("_") or item.name == "__init__"):
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    not item.name.startswith("_") or item.name == "__init__"
+                ):
                     found[f"{node.name}.{item.name}"] = item
     return found
 
@@ -190,50 +219,79 @@ def todo_problems(lesson: Lesson, skeleton: ast.Module, where: str) -> list[Prob
     for exercise in lesson.exercises:
         node = functions.get(exercise.name)
         if node is None:
-            problems.append(Problem("missing-function", where, f"The catalog's exercise "
-                                    f"{exercise.name} has no function of that name here."))
+            problems.append(
+                Problem(
+                    "missing-function",
+                    where,
+                    f"The catalog's exercise {exercise.name} has no function of that name here.",
+                )
+            )
             continue
         doc = ast.get_docstring(node) or ""
         todo = doc.split("TODO", 1)[1] if "TODO" in doc else ""
         if not _TODO_STEP.search(todo):
-            problems.append(Problem("missing-todo", where, f"{exercise.name}'s docstring has no "
-                                    "numbered TODO steps (a 'TODO:' line, then '1. ...')."))
+            problems.append(
+                Problem(
+                    "missing-todo",
+                    where,
+                    f"{exercise.name}'s docstring has no "
+                    "numbered TODO steps (a 'TODO:' line, then '1. ...').",
+                )
+            )
     return problems
 
 
-def agreement_problems(skeleton: ast.Module, solution: ast.Module, skeleton_path: str,
-                       solution_path: str) -> list[Problem]:
+def agreement_problems(
+    skeleton: ast.Module, solution: ast.Module, skeleton_path: str, solution_path: str
+) -> list[Problem]:
     """Same module docstring, public functions, signatures and first docstring lines."""
     problems = []
     if ast.get_docstring(skeleton, clean=False) != ast.get_docstring(solution, clean=False):
-        problems.append(Problem(
-            "module-docstring-differs", solution_path,
-            f"Its module docstring differs from {skeleton_path}'s{_first_difference(skeleton, solution)}; "
-            "the skeleton is the source of truth for the lesson text: copy its docstring here."))
+        problems.append(
+            Problem(
+                "module-docstring-differs",
+                solution_path,
+                f"Its module docstring differs from {skeleton_path}'s"
+                f"{_first_difference(skeleton, solution)}; "
+                "the skeleton is the source of truth for the lesson text: copy its docstring here.",
+            )
+        )
     ours, theirs = public_functions(skeleton), public_functions(solution)
     for name in sorted(set(ours) ^ set(theirs)):
-        has, lacks = (skeleton_path, solution_path) if name in ours else (solution_path,
-                                                                          skeleton_path)
-        problems.append(Problem("public-function-differs", lacks,
-                                f"{name} is public in {has} but missing here."))
+        has, lacks = (skeleton_path, solution_path) if name in ours else (solution_path, skeleton_path)
+        problems.append(
+            Problem("public-function-differs", lacks, f"{name} is public in {has} but missing here.")
+        )
     for name in sorted(set(ours) & set(theirs)):
         if signature(ours[name]) != signature(theirs[name]):
-            problems.append(Problem(
-                "signature-differs", solution_path, f"{signature(theirs[name])} differs from the "
-                f"skeleton's {signature(ours[name])}."))
+            problems.append(
+                Problem(
+                    "signature-differs",
+                    solution_path,
+                    f"{signature(theirs[name])} differs from the skeleton's {signature(ours[name])}.",
+                )
+            )
         if first_doc_line(ours[name]) != first_doc_line(theirs[name]):
-            problems.append(Problem(
-                "docstring-differs", solution_path, f"{name}'s first docstring line "
-                f"{first_doc_line(theirs[name])!r} differs from the skeleton's "
-                f"{first_doc_line(ours[name])!r}."))
+            problems.append(
+                Problem(
+                    "docstring-differs",
+                    solution_path,
+                    f"{name}'s first docstring line "
+                    f"{first_doc_line(theirs[name])!r} differs from the skeleton's "
+                    f"{first_doc_line(ours[name])!r}.",
+                )
+            )
     return problems
 
 
 def _first_difference(skeleton: ast.Module, solution: ast.Module) -> str:
-    ours, theirs = ((ast.get_docstring(tree, clean=False) or "").splitlines()
-                    for tree in (skeleton, solution))
-    number = next((n for n, (a, b) in enumerate(zip(ours, theirs, strict=False), 1) if a != b),
-                  min(len(ours), len(theirs)) + 1)
+    ours, theirs = (
+        (ast.get_docstring(tree, clean=False) or "").splitlines() for tree in (skeleton, solution)
+    )
+    number = next(
+        (n for n, (a, b) in enumerate(zip(ours, theirs, strict=False), 1) if a != b),
+        min(len(ours), len(theirs)) + 1,
+    )
     return f" (first at docstring line {number})"
 
 
@@ -250,42 +308,67 @@ def _grade(lesson: Lesson, folder: Path, test_file: Path) -> LessonResult:
         sys.modules.pop(test_file.stem, None)
 
 
-def skeleton_grade_problems(lesson: Lesson, folder: Path, test_file: Path,
-                            where: str) -> list[Problem]:
+def skeleton_grade_problems(lesson: Lesson, folder: Path, test_file: Path, where: str) -> list[Problem]:
     """The fresh skeleton grades "not-started" in every single check."""
     result = _grade(lesson, folder, test_file)
     if result.message and _UNTIED.search(result.message) is None:
-        return [Problem("skeleton-error", where, "Grading the skeleton failed: "
-                        f"{_first_line(result.message)}")]
-    started = [f"{e.name}/{c.name} ({c.status})" for e in result.exercises for c in e.checks
-               if c.status != NOT_STARTED]
+        return [
+            Problem("skeleton-error", where, f"Grading the skeleton failed: {_first_line(result.message)}")
+        ]
+    started = [
+        f"{e.name}/{c.name} ({c.status})"
+        for e in result.exercises
+        for c in e.checks
+        if c.status != NOT_STARTED
+    ]
     if not started:
         return []
-    return [Problem("skeleton-not-stub", where, f"{len(started)} check(s) do not grade "
-                    f"not-started, e.g. {', '.join(started[:3])}: is the skeleton solved by "
-                    "accident?")]
+    return [
+        Problem(
+            "skeleton-not-stub",
+            where,
+            f"{len(started)} check(s) do not grade "
+            f"not-started, e.g. {', '.join(started[:3])}: is the skeleton solved by "
+            "accident?",
+        )
+    ]
 
 
-def solution_grade_problems(lesson: Lesson, folder: Path, test_file: Path, where: str,
-                            tests_where: str) -> list[Problem]:
+def solution_grade_problems(
+    lesson: Lesson, folder: Path, test_file: Path, where: str, tests_where: str
+) -> list[Problem]:
     """The solution passes every check, and every grading test belongs to an exercise."""
     result = _grade(lesson, folder, test_file)
     untied = _UNTIED.search(result.message)
     if untied:
-        return [Problem("untied-test", tests_where, f"Tests without an @exercise marker naming "
-                        f"an exercise of {lesson.module} in the catalog: {untied.group(1)}.")]
-    problems = [Problem("untested-exercise", tests_where, f"No grading test is marked "
-                        f"@exercise({exercise.name!r}).")
-                for exercise in result.exercises if not exercise.checks]
+        return [
+            Problem(
+                "untied-test",
+                tests_where,
+                f"Tests without an @exercise marker naming "
+                f"an exercise of {lesson.module} in the catalog: {untied.group(1)}.",
+            )
+        ]
+    problems = [
+        Problem("untested-exercise", tests_where, f"No grading test is marked @exercise({exercise.name!r}).")
+        for exercise in result.exercises
+        if not exercise.checks
+    ]
     if result.passed or problems:
         return problems
     if result.message:
-        return [Problem("solution-fails", where, f"Grading the solution failed: "
-                        f"{_first_line(result.message)}")]
-    failed = [f"{e.name}/{c.name} ({c.status}: {_first_line(c.message)})"
-              for e in result.exercises for c in e.checks if c.status != "passed"]
-    return [Problem("solution-fails", where, f"{len(failed)} check(s) do not pass, e.g. "
-                    f"{'; '.join(failed[:2])}.")]
+        return [
+            Problem("solution-fails", where, f"Grading the solution failed: {_first_line(result.message)}")
+        ]
+    failed = [
+        f"{e.name}/{c.name} ({c.status}: {_first_line(c.message)})"
+        for e in result.exercises
+        for c in e.checks
+        if c.status != "passed"
+    ]
+    return [
+        Problem("solution-fails", where, f"{len(failed)} check(s) do not pass, e.g. {'; '.join(failed[:2])}.")
+    ]
 
 
 def _first_line(text: str) -> str:
@@ -296,29 +379,44 @@ def _first_line(text: str) -> str:
 
 def manifest_problems(root: Path) -> list[Problem]:
     """course/grading_manifest.json and grading_pristine.zip record today's grading tests."""
-    manifest, pristine = root / "course" / "grading_manifest.json", \
-        root / "course" / "grading_pristine.zip"
+    manifest, pristine = root / "course" / "grading_manifest.json", root / "course" / "grading_pristine.zip"
     where = "course/grading_manifest.json"
     try:
         expected = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return [Problem("manifest-missing", where, "The grading-test manifest is missing or "
-                        f"unreadable: run `{UPDATE_MANIFEST}`.")]
+        return [
+            Problem(
+                "manifest-missing",
+                where,
+                f"The grading-test manifest is missing or unreadable: run `{UPDATE_MANIFEST}`.",
+            )
+        ]
     present = integrity.grading_files(root / "tests" / "lessons")
     stale = sorted(set(expected) ^ set(present)) + sorted(
-        name for name in set(expected) & set(present)
-        if integrity.digest(present[name]) != expected[name])
+        name for name in set(expected) & set(present) if integrity.digest(present[name]) != expected[name]
+    )
     if stale:
-        return [Problem("manifest-stale", where, f"It does not match tests/lessons/ "
-                        f"({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}): "
-                        f"run `{UPDATE_MANIFEST}`.")]
+        return [
+            Problem(
+                "manifest-stale",
+                where,
+                f"It does not match tests/lessons/ "
+                f"({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}): "
+                f"run `{UPDATE_MANIFEST}`.",
+            )
+        ]
     try:
         with zipfile.ZipFile(pristine) as archive:
-            packed = {name: hashlib.sha256(archive.read(name)).hexdigest()
-                      for name in archive.namelist()}
+            packed = {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist()}
     except (OSError, zipfile.BadZipFile, KeyError):
         packed = {}
     if packed != expected:
-        return [Problem("manifest-stale", "course/grading_pristine.zip", "The pristine copy of "
-                        f"the grading tests does not match the manifest: run `{UPDATE_MANIFEST}`.")]
+        return [
+            Problem(
+                "manifest-stale",
+                "course/grading_pristine.zip",
+                "The pristine copy of "
+                f"the grading tests does not match the manifest: run `{UPDATE_MANIFEST}`.",
+            )
+        ]
     return []

@@ -36,32 +36,54 @@ def junit_tree(rows: Sequence[dict]) -> ET.ElementTree:
         if not row["lessons"]:
             suite = _suite(root, f"{row['file']}", row)
             case = ET.SubElement(suite, "testcase", name="bundle", classname=_text(row["file"]))
-            ET.SubElement(case, "error", message=_text("; ".join(row["problems"]), 500),
-                          type=row["outcome"]).text = _text("\n".join(row["problems"]))
+            ET.SubElement(
+                case, "error", message=_text("; ".join(row["problems"]), 500), type=row["outcome"]
+            ).text = _text("\n".join(row["problems"]))
             _count(suite, 1, 0, 1, totals)
             continue
         for module, entry in row["lessons"].items():
             suite = _suite(root, f"{row['file']}: {module}", row)
             tests = failures = errors = 0
-            checks = [(e["name"], c) for e in (entry["result"] or {}).get("exercises", [])
-                      for c in e["checks"]]
+            checks = [
+                (e["name"], c) for e in (entry["result"] or {}).get("exercises", []) for c in e["checks"]
+            ]
             if not checks:  # the lesson file was not in the bundle
-                checks = [("bundle", {"name": f"{module}.py", "status": ERROR,
-                                      "message": f"{module}.py is not in the bundle."})]
+                checks = [
+                    (
+                        "bundle",
+                        {
+                            "name": f"{module}.py",
+                            "status": ERROR,
+                            "message": f"{module}.py is not in the bundle.",
+                        },
+                    )
+                ]
             for exercise, check in checks:
-                case = ET.SubElement(suite, "testcase", name=_text(check["name"], 200),
-                                     classname=_text(f"{row['file']}.{module}.{exercise}", 300))
+                case = ET.SubElement(
+                    suite,
+                    "testcase",
+                    name=_text(check["name"], 200),
+                    classname=_text(f"{row['file']}.{module}.{exercise}", 300),
+                )
                 tests += 1
                 status = check["status"]
                 message = _text(check.get("message") or status)
                 if status in (FAILED, NOT_STARTED):
                     failures += 1
-                    ET.SubElement(case, "failure", message=message.splitlines()[0][:500] if message
-                                  else status, type=status).text = message
+                    ET.SubElement(
+                        case,
+                        "failure",
+                        message=message.splitlines()[0][:500] if message else status,
+                        type=status,
+                    ).text = message
                 elif status in (ERROR, TIMEOUT):
                     errors += 1
-                    ET.SubElement(case, "error", message=message.splitlines()[0][:500] if message
-                                  else status, type=status).text = message
+                    ET.SubElement(
+                        case,
+                        "error",
+                        message=message.splitlines()[0][:500] if message else status,
+                        type=status,
+                    ).text = message
                 elif status != PASSED:
                     errors += 1
                     ET.SubElement(case, "error", message=_text(status), type="unknown")
@@ -104,45 +126,70 @@ def check_command(lesson: Lesson) -> str:
 
 def classroom_tests(lessons: Sequence[Lesson], points: dict[str, int], install: str) -> list[dict]:
     """autograding.json's tests: one per lesson, all-or-nothing (the check's exit code)."""
-    return [{
-        "name": f"Lesson {lesson.id}: {lesson.title}",
-        "setup": install if index == 0 else "",
-        "run": check_command(lesson),
-        "input": "",
-        "output": "",
-        "comparison": "included",
-        "timeout": 10 if index == 0 else 5,
-        "points": points[lesson.module],
-    } for index, lesson in enumerate(lessons)]
+    return [
+        {
+            "name": f"Lesson {lesson.id}: {lesson.title}",
+            "setup": install if index == 0 else "",
+            "run": check_command(lesson),
+            "input": "",
+            "output": "",
+            "comparison": "included",
+            "timeout": 10 if index == 0 else 5,
+            "points": points[lesson.module],
+        }
+        for index, lesson in enumerate(lessons)
+    ]
 
 
 def _workflow(lessons: Sequence[Lesson], points: dict[str, int], install: str) -> str:
     q = json.dumps  # a JSON string is a valid YAML scalar
-    lines = ["name: Autograding Tests", "'on': [push, repository_dispatch, workflow_dispatch]",
-             "permissions:", "  checks: write", "  actions: read", "  contents: read", "jobs:",
-             "  run-autograding-tests:", "    runs-on: ubuntu-latest",
-             "    if: github.actor != 'github-classroom[bot]'", "    steps:",
-             "    - name: Checkout code", "      uses: actions/checkout@v4",
-             "    - uses: actions/setup-python@v5", "      with:", "        python-version: '3.11'",
-             "    - name: Install the course", f"      run: {q(install)}"]
+    lines = [
+        "name: Autograding Tests",
+        "'on': [push, repository_dispatch, workflow_dispatch]",
+        "permissions:",
+        "  checks: write",
+        "  actions: read",
+        "  contents: read",
+        "jobs:",
+        "  run-autograding-tests:",
+        "    runs-on: ubuntu-latest",
+        "    if: github.actor != 'github-classroom[bot]'",
+        "    steps:",
+        "    - name: Checkout code",
+        "      uses: actions/checkout@v4",
+        "    - uses: actions/setup-python@v5",
+        "      with:",
+        "        python-version: '3.11'",
+        "    - name: Install the course",
+        f"      run: {q(install)}",
+    ]
     ids = []
     for lesson in lessons:
         step = f"lesson-{lesson.id}"
         ids.append(step)
-        lines += [f"    - name: {q('Lesson ' + lesson.id + ': ' + lesson.title)}",
-                  f"      id: {step}", "      uses: classroom-resources/autograding-command-grader@v1",
-                  "      with:", f"        test-name: {q('lesson ' + lesson.id)}",
-                  f"        command: {q(check_command(lesson))}", "        timeout: 5",
-                  f"        max-score: {points[lesson.module]}"]
-    lines += ["    - name: Autograding Reporter",
-              "      uses: classroom-resources/autograding-grading-reporter@v1", "      env:"]
-    lines += [f"        {step.upper()}_RESULTS: \"${{{{steps.{step}.outputs.result}}}}\"" for step in ids]
+        lines += [
+            f"    - name: {q('Lesson ' + lesson.id + ': ' + lesson.title)}",
+            f"      id: {step}",
+            "      uses: classroom-resources/autograding-command-grader@v1",
+            "      with:",
+            f"        test-name: {q('lesson ' + lesson.id)}",
+            f"        command: {q(check_command(lesson))}",
+            "        timeout: 5",
+            f"        max-score: {points[lesson.module]}",
+        ]
+    lines += [
+        "    - name: Autograding Reporter",
+        "      uses: classroom-resources/autograding-grading-reporter@v1",
+        "      env:",
+    ]
+    lines += [f'        {step.upper()}_RESULTS: "${{{{steps.{step}.outputs.result}}}}"' for step in ids]
     lines += ["      with:", f"        runners: {','.join(ids)}"]
     return "\n".join(lines) + "\n"
 
 
-def write_classroom(folder: Path, lessons: Sequence[Lesson], points: dict[str, int],
-                    install: str) -> list[Path]:
+def write_classroom(
+    folder: Path, lessons: Sequence[Lesson], points: dict[str, int], install: str
+) -> list[Path]:
     """Write the two GitHub Classroom files into ``folder`` (a template repository)."""
     config = folder / ".github" / "classroom" / "autograding.json"
     workflow = folder / ".github" / "workflows" / "classroom.yml"

@@ -31,8 +31,11 @@ MISSING = "missing"
 
 def bundles_in(folder: Path) -> list[Path]:
     """The ``*.zip`` files of ``folder`` (not hidden), sorted by name."""
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() == ".zip"
-                  and not p.name.startswith(".") and not p.is_dir())
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.suffix.lower() == ".zip" and not p.name.startswith(".") and not p.is_dir()
+    )
 
 
 def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
@@ -50,15 +53,22 @@ def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
 def grade_bundle(path: str, modules: Sequence[str]) -> dict:
     """One gradebook row (with full results) for one bundle. Runs in a pool process; any
     failure of the grader itself becomes a problem on the row."""
-    row: dict = {"file": Path(path).name, "name": "", "course_version": "", "outcome": GRADED,
-                 "lessons": {}, "problems": []}
+    row: dict = {
+        "file": Path(path).name,
+        "name": "",
+        "course_version": "",
+        "outcome": GRADED,
+        "lessons": {},
+        "problems": [],
+    }
     folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
     try:
         _grade_into(row, Path(path), folder, modules)
     except Exception as error:  # the grader's own failure: reported, never fatal
         row["outcome"] = CRASHED
-        row["problems"].append(f"the grader failed on this bundle: {type(error).__name__}: "
-                               f"{str(error)[:200]}")
+        row["problems"].append(
+            f"the grader failed on this bundle: {type(error).__name__}: {str(error)[:200]}"
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return row
@@ -80,8 +90,14 @@ def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> 
     for module in modules:
         lesson = catalog.by_module(module)
         if lesson is None or lesson.file_name not in opened.files:
-            row["lessons"][module] = {"lesson": module, "status": MISSING, "points": 0,
-                                      "max_points": 0, "exercises": [], "result": None}
+            row["lessons"][module] = {
+                "lesson": module,
+                "status": MISSING,
+                "points": 0,
+                "max_points": 0,
+                "exercises": [],
+                "result": None,
+            }
             continue
         result = grade(lesson, folder)
         summary = lesson_summary(result)
@@ -99,20 +115,24 @@ class Report:
     seconds: float
 
 
-def grade_folder(folder: Path, lessons: Sequence[Lesson], workers: int | None = None,
-                 on_row: Callable[[dict, int, int], None] | None = None) -> Report:
+def grade_folder(
+    folder: Path,
+    lessons: Sequence[Lesson],
+    workers: int | None = None,
+    on_row: Callable[[dict, int, int], None] | None = None,
+) -> Report:
     """Grade every bundle of ``folder`` with ``workers`` processes (default: the cores)."""
     started = time.monotonic()
     workers = max(1, workers or os.cpu_count() or 1)
     paths = [str(p) for p in bundles_in(folder)]
     modules = [lesson.module for lesson in lessons]
     rows = _grade_all(paths, modules, workers, on_row)
-    return Report([rows[p] for p in paths], max_points(lessons), workers,
-                  time.monotonic() - started)
+    return Report([rows[p] for p in paths], max_points(lessons), workers, time.monotonic() - started)
 
 
-def _grade_all(paths: list[str], modules: list[str], workers: int,
-               on_row: Callable[[dict, int, int], None] | None) -> dict[str, dict]:
+def _grade_all(
+    paths: list[str], modules: list[str], workers: int, on_row: Callable[[dict, int, int], None] | None
+) -> dict[str, dict]:
     rows: dict[str, dict] = {}
     attempts = dict.fromkeys(paths, 0)
     pending = list(paths)
@@ -140,8 +160,14 @@ def _grade_all(paths: list[str], modules: list[str], workers: int,
 
 
 def _crashed(path: str, why: str) -> dict:
-    return {"file": Path(path).name, "name": "", "course_version": "", "outcome": CRASHED,
-            "lessons": {}, "problems": [f"the grader failed on this bundle: {why}"]}
+    return {
+        "file": Path(path).name,
+        "name": "",
+        "course_version": "",
+        "outcome": CRASHED,
+        "lessons": {},
+        "problems": [f"the grader failed on this bundle: {why}"],
+    }
 
 
 def total(row: dict) -> int:

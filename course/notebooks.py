@@ -59,19 +59,26 @@ def read_lesson(lesson: Lesson) -> LessonSource:
     defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     solved = {node.name: node for node in solution_tree.body if isinstance(node, ast.FunctionDef)}
     if not defs or tree.body[0] is defs[0] or ast.get_docstring(tree) is None:
-        raise NotebookError(f"{lesson.skeleton} needs a module docstring, then its imports, "
-                            "then its functions.")
-    header = "\n".join(lines[tree.body[0].end_lineno:defs[0].lineno - 1]).strip() + "\n"
+        raise NotebookError(
+            f"{lesson.skeleton} needs a module docstring, then its imports, then its functions."
+        )
+    header = "\n".join(lines[tree.body[0].end_lineno : defs[0].lineno - 1]).strip() + "\n"
     functions = []
     for node in defs:
         if node.name not in solved:
-            raise NotebookError(f"{node.name} is in {lesson.skeleton} but not in "
-                                f"{lesson.solution}.")
+            raise NotebookError(f"{node.name} is in {lesson.skeleton} but not in {lesson.solution}.")
         start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-        skeleton = "\n".join(lines[start:node.end_lineno])
-        head = "\n".join(lines[start:node.body[0].end_lineno])
-        functions.append(Function(node.name, skeleton, head + "\n" + _solution_region(
-            solved[node.name], solution_lines, ast.get_docstring(node) or "")))
+        skeleton = "\n".join(lines[start : node.end_lineno])
+        head = "\n".join(lines[start : node.body[0].end_lineno])
+        functions.append(
+            Function(
+                node.name,
+                skeleton,
+                head
+                + "\n"
+                + _solution_region(solved[node.name], solution_lines, ast.get_docstring(node) or ""),
+            )
+        )
     return LessonSource(ast.get_docstring(tree, clean=True) or "", header, tuple(functions))
 
 
@@ -82,7 +89,7 @@ def _solution_region(node: ast.FunctionDef, lines: list[str], skeleton_doc: str)
     extra = [p for p in (ast.get_docstring(node) or "").split("\n\n") if p.strip() not in known]
     comments = [f"{indent}# {line}".rstrip() for p in extra for line in p.splitlines() + [""]]
     first = 1 if ast.get_docstring(node) is not None else 0
-    body = lines[node.body[first].lineno - 1:node.end_lineno]
+    body = lines[node.body[first].lineno - 1 : node.end_lineno]
     return "\n".join([indent + BEGIN, *comments[:-1], *body, indent + END])
 
 
@@ -103,15 +110,20 @@ def earlier_modules(lesson: Lesson, catalog: Catalog) -> list[str]:
 def _imported(path: Path) -> list[str]:
     """Modules named by the file's top-level `from ... import` statements (not its text)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [node.module for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module and _EARLIER.match(node.module)]
+    return [
+        node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and _EARLIER.match(node.module)
+    ]
 
 
 def markdown_sections(text: str, lesson: Lesson) -> list[str]:
     """The lesson text as markdown: a title cell, then one cell per underlined section."""
     text = _EDIT_LINE.sub(
         f"Fill in the functions below, then run the test cells at the end: they run the same "
-        f"checks as `course check {lesson.number}`.", text)
+        f"checks as `course check {lesson.number}`.",
+        text,
+    )
     lines = text.splitlines()
     sections: list[list[str]] = [[f"# {lines[0].rstrip('.')}", ""]]
     for index, line in enumerate(lines[1:], start=1):
@@ -184,7 +196,7 @@ def check_exercise(name):
 
 def _earlier_cell(modules: list[str]) -> str:
     names = ", ".join(modules)
-    return f'''\
+    return f"""\
 # The earlier lessons this one imports ({names}): the course's reference solutions, copied
 # to a scratch folder on the import path, so that this notebook runs on its own.
 import shutil
@@ -196,13 +208,17 @@ from course import resources
 EARLIER = tempfile.mkdtemp(prefix="earlier-lessons-")
 for module in ({"".join(f"{m!r}, " for m in modules)}):
     shutil.copy(resources.solution_path(module), EARLIER)
-sys.path.insert(0, EARLIER)'''
+sys.path.insert(0, EARLIER)"""
 
 
-def _meta(grade_id: str, *, solution: bool = False, grade: bool = False,
-          points: int = 0) -> dict:
-    meta = {"grade_id": grade_id, "solution": solution, "grade": grade,
-            "locked": not solution, "schema_version": 3}
+def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0) -> dict:
+    meta = {
+        "grade_id": grade_id,
+        "solution": solution,
+        "grade": grade,
+        "locked": not solution,
+        "schema_version": 3,
+    }
     if grade:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -225,42 +241,61 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
     exercises = {exercise.name for exercise in lesson.exercises}
     for function in source.functions:  # functions that are not exercises come written
         solved = instructor and function.name in exercises
-        cells.append(v4.new_code_cell(function.solution if solved else function.skeleton,
-                                      metadata=_meta(function.name,
-                                                     solution=function.name in exercises)))
-    cells.append(v4.new_markdown_cell(
-        "## Tests\n\nRun these cells once the functions above are written. Each exercise's cell "
-        "passes when every check of that exercise passes.", metadata=_meta("tests_text")))
-    cells.append(v4.new_code_cell(grading_cell(lesson, source, catalog).rstrip("\n"),
-                                  metadata=_meta("grading")))
+        cells.append(
+            v4.new_code_cell(
+                function.solution if solved else function.skeleton,
+                metadata=_meta(function.name, solution=function.name in exercises),
+            )
+        )
+    cells.append(
+        v4.new_markdown_cell(
+            "## Tests\n\nRun these cells once the functions above are written. Each exercise's cell "
+            "passes when every check of that exercise passes.",
+            metadata=_meta("tests_text"),
+        )
+    )
+    cells.append(
+        v4.new_code_cell(grading_cell(lesson, source, catalog).rstrip("\n"), metadata=_meta("grading"))
+    )
     for exercise in lesson.exercises:
-        cells.append(v4.new_code_cell(
-            f"check_exercise({exercise.name!r})",
-            metadata=_meta(f"test_{exercise.name}", grade=True, points=1)))
+        cells.append(
+            v4.new_code_cell(
+                f"check_exercise({exercise.name!r})",
+                metadata=_meta(f"test_{exercise.name}", grade=True, points=1),
+            )
+        )
     for index, cell in enumerate(cells):
         cell["id"] = f"{lesson.module}-{index:02d}"
-    notebook = v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-        "course": {"lesson": lesson.module, "variant": variant, "version": catalog.version}})
+    notebook = v4.new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+            "course": {"lesson": lesson.module, "variant": variant, "version": catalog.version},
+        },
+    )
     notebook.nbformat, notebook.nbformat_minor = 4, 5
     nbformat.validate(notebook)
     return notebook
 
 
-def execute(notebook: Any, name: str, timeout: float = CELL_TIMEOUT,
-            allow_errors: bool = False) -> dict:
+def execute(notebook: Any, name: str, timeout: float = CELL_TIMEOUT, allow_errors: bool = False) -> dict:
     """Run every cell in a fresh ipykernel; NotebookError names the notebook and the cell."""
     from jupyter_client import KernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
     with tempfile.TemporaryDirectory(prefix="course-notebook-") as folder:
-        manager = KernelManager(kernel_name="python3", transport="ipc",
-                                ip=str(Path(folder) / "kernel"))
-        client = NotebookClient(notebook, km=manager, timeout=timeout, kernel_name="python3",
-                                allow_errors=allow_errors, record_timing=False,
-                                resources={"metadata": {"path": folder}})
+        manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(folder) / "kernel"))
+        client = NotebookClient(
+            notebook,
+            km=manager,
+            timeout=timeout,
+            kernel_name="python3",
+            allow_errors=allow_errors,
+            record_timing=False,
+            resources={"metadata": {"path": folder}},
+        )
         try:
             client.execute()
         except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError) as error:
@@ -277,11 +312,15 @@ def _failure(notebook: Any, name: str, error: Exception, timeout: float) -> str:
             if output.get("output_type") == "error":
                 lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in output["traceback"]]
                 tail = "\n".join("\n".join(lines).splitlines()[-12:])
-                return (f"{name}: cell {index} ({cell.get('id')}) raised {output['ename']}: "
-                        f"{output['evalue']}\n{tail}")
+                return (
+                    f"{name}: cell {index} ({cell.get('id')}) raised {output['ename']}: "
+                    f"{output['evalue']}\n{tail}"
+                )
     kind = "timed out" if isinstance(error, TimeoutError) else "stopped"
-    return (f"{name}: a cell {kind} (per-cell timeout {timeout:g} s) or the kernel died: "
-            f"{str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}")
+    return (
+        f"{name}: a cell {kind} (per-cell timeout {timeout:g} s) or the kernel died: "
+        f"{str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__}"
+    )
 
 
 def write(notebook: dict, path: Path) -> Path:
@@ -292,9 +331,14 @@ def write(notebook: dict, path: Path) -> Path:
     return path
 
 
-def generate(out_dir: Path, lessons: list[Lesson], catalog: Catalog, execute_solved: bool = True,
-             timeout: float = CELL_TIMEOUT,
-             progress: Callable[[Path], None] | None = None) -> list[Path]:
+def generate(
+    out_dir: Path,
+    lessons: list[Lesson],
+    catalog: Catalog,
+    execute_solved: bool = True,
+    timeout: float = CELL_TIMEOUT,
+    progress: Callable[[Path], None] | None = None,
+) -> list[Path]:
     """Write the student, instructor and (executed) solved notebooks of ``lessons``."""
     written = []
     for lesson in lessons:
@@ -319,4 +363,3 @@ def solution_lines(notebook: Any) -> list[str]:
             elif inside and line.strip() and not line.strip().startswith("#"):
                 found.append(line.strip())
     return found
-

@@ -50,11 +50,13 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
         if not create:
             raise ws.WorkspaceProblem(
                 "No course workspace here. `course next` creates one in ./workspace, or run "
-                "`course init DIR`; elsewhere, pass --workspace DIR or set COURSE_WORKSPACE.")
+                "`course init DIR`; elsewhere, pass --workspace DIR or set COURSE_WORKSPACE."
+            )
         found, added = ws.init(Path.cwd() / ws.DEFAULT_NAME, catalog)
         created = True
-        notices.append(f"Created your workspace in {found.display(found.root)}/: your lesson files "
-                       "are there.")
+        notices.append(
+            f"Created your workspace in {found.display(found.root)}/: your lesson files are there."
+        )
         fresh = state_file.State(placed=[p.stem for p in added])
         session = Session(found, catalog, fresh, notices, created)
         session.save()
@@ -63,8 +65,10 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
         loaded = state_file.load(found.state_path)
     except state_file.StateProblem as problem:
         loaded = rebuild_state(found, catalog)
-        notices.append(f"Your progress could not be read ({problem}); it was rebuilt by "
-                       "re-grading your lesson files. Hints revealed before are forgotten.")
+        notices.append(
+            f"Your progress could not be read ({problem}); it was rebuilt by "
+            "re-grading your lesson files. Hints revealed before are forgotten."
+        )
         state_file.save(loaded, found.state_path)
     # Lessons released since the workspace was made get their file; a file the learner deleted
     # is not put back silently (the check says it is missing, `course reset` restores it).
@@ -80,8 +84,7 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
 def rebuild_state(workspace: ws.Workspace, catalog: Catalog) -> state_file.State:
     from course.engine.runner import grade
 
-    rebuilt = state_file.State(welcomed=True,
-                               placed=[lesson.module for lesson in catalog.available()])
+    rebuilt = state_file.State(welcomed=True, placed=[lesson.module for lesson in catalog.available()])
     for lesson in catalog.available():
         if workspace.lesson_file(lesson).exists():
             record(rebuilt, lesson, grade(lesson, workspace.root))
@@ -120,8 +123,10 @@ def check(session: Session, lesson: Lesson) -> LessonResult:
     if not result.passed and not result.note:
         pending = [m for m in result.uses if session.state.status(m) != PASSED]
         if pending:
-            result.note = (f"This lesson uses your {pending[0]}.py, which has not passed its own "
-                           f"check yet (`course check {pending[0]}`): a problem there shows here.")
+            result.note = (
+                f"This lesson uses your {pending[0]}.py, which has not passed its own "
+                f"check yet (`course check {pending[0]}`): a problem there shows here."
+            )
     record(session.state, lesson, result)
     session.save()
     return result
@@ -214,16 +219,14 @@ def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
     if session.state.status(lesson.module) != PASSED and not peek:
         return None
     if not lesson.solution.is_file():
-        raise FileNotFoundError(f"This installation of the course has no solution for lesson "
-                                f"{lesson.id}.")
+        raise FileNotFoundError(f"This installation of the course has no solution for lesson {lesson.id}.")
     if session.state.status(lesson.module) != PASSED:
         session.state.lesson(lesson.module).solution_peeked = True
         session.save()
     return lesson.solution.read_text(encoding="utf-8")
 
 
-def diagnose(session: Session, lesson: Lesson,
-             result: LessonResult) -> AttentionMaps | ShapeTrace | None:
+def diagnose(session: Session, lesson: Lesson, result: LessonResult) -> AttentionMaps | ShapeTrace | None:
     """What explains a failed check best, if anything: the shape trace (lessons 5-9) when a
     shape went wrong, else the attention maps (lessons 3-9) when the weights are wrong."""
     if result.status not in ("failed", "error"):

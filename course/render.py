@@ -20,14 +20,29 @@ from course.catalog import Catalog, Lesson
 from course.engine.results import LessonResult
 from course.progress import HintReveal, NextStep, Session
 
-STYLE = {"passed": "green", "failed": "red", "not-started": "yellow", "error": "red",
-         "timeout": "magenta", "coming soon": "dim", "current": "cyan"}
-MARK = {"passed": "✔", "failed": "✘", "not-started": "○", "error": "!", "timeout": "⧗",
-        "coming soon": "·", "current": "▸"}
+STYLE = {
+    "passed": "green",
+    "failed": "red",
+    "not-started": "yellow",
+    "error": "red",
+    "timeout": "magenta",
+    "coming soon": "dim",
+    "current": "cyan",
+}
+MARK = {
+    "passed": "✔",
+    "failed": "✘",
+    "not-started": "○",
+    "error": "!",
+    "timeout": "⧗",
+    "coming soon": "·",
+    "current": "▸",
+}
 # C0 and C1 control characters (escape sequences start with them) and the bidirectional
 # overrides that can make text read differently from what it is; tabs and newlines are kept.
-CONTROL = (dict.fromkeys([*range(32), *range(0x7F, 0xA0), *range(0x202A, 0x202F),
-                          *range(0x2066, 0x206A)], None) | {9: "    ", 10: "\n"})
+CONTROL = dict.fromkeys(
+    [*range(32), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)], None
+) | {9: "    ", 10: "\n"}
 
 
 # Whole escape sequences, so that no half of one is left on screen: OSC (titles, hyperlinks),
@@ -36,7 +51,9 @@ ESCAPES = re.compile(
     r"(?:\x1b\]|\x9d).*?(?:\x07|\x1b\\|\x9c|$)"
     r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f]).*?(?:\x1b\\|\x9c|$)"
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|\x1b[ -/]*[0-~]?", re.DOTALL)
+    r"|\x1b[ -/]*[0-~]?",
+    re.DOTALL,
+)
 
 
 def plain(text: str) -> Text:
@@ -63,30 +80,48 @@ def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> Ren
     """What `course check` shows: a line per exercise, then the first problem in full."""
     counts = result.counts()
     total = sum(counts.values())
-    head = Text.assemble((lesson_heading(lesson), "bold"), "\n", status(result.status),
-                         f" · {counts['passed']} of {total} checks passed")
+    head = Text.assemble(
+        (lesson_heading(lesson), "bold"),
+        "\n",
+        status(result.status),
+        f" · {counts['passed']} of {total} checks passed",
+    )
     table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
     for exercise in result.exercises:
         passed = sum(c.status == "passed" for c in exercise.checks)
-        table.add_row(status(exercise.status), Text(exercise.name),
-                      Text(f"{passed}/{len(exercise.checks)}", style="dim"))
+        table.add_row(
+            status(exercise.status),
+            Text(exercise.name),
+            Text(f"{passed}/{len(exercise.checks)}", style="dim"),
+        )
     parts: list[RenderableType] = [head, table]
     if result.message:
-        parts.append(Panel(plain(result.message), title="Your file", border_style="red",
-                           title_align="left"))
+        parts.append(Panel(plain(result.message), title="Your file", border_style="red", title_align="left"))
     problem = result.first_problem()
     if problem and not result.message:
         exercise, check = problem
         title = f"{exercise.name}: {check_title(check.name)}"
-        parts.append(Panel(plain(check.message or "(no message)"), title=escape(title),
-                           title_align="left", border_style=STYLE.get(check.status, "red")))
+        parts.append(
+            Panel(
+                plain(check.message or "(no message)"),
+                title=escape(title),
+                title_align="left",
+                border_style=STYLE.get(check.status, "red"),
+            )
+        )
     if result.note:
         parts.append(Text("Note: ", style="bold yellow") + plain(result.note))
     if result.notice:
         parts.append(Text("Notice: ", style="bold yellow") + plain(result.notice))
     if result.output.strip() and not result.passed:
-        parts.append(Panel(plain(result.output.strip()[-800:]), title="Your code printed",
-                           title_align="left", border_style="dim"))
+        parts.append(
+            Panel(
+                plain(result.output.strip()[-800:]),
+                title="Your code printed",
+                title_align="left",
+                border_style="dim",
+            )
+        )
     parts.append(_what_now(lesson, result, session))
     return Group(*parts)
 
@@ -95,8 +130,10 @@ def _what_now(lesson: Lesson, result: LessonResult, session: Session) -> Text:
     if result.passed:
         return Text(f"Lesson {lesson.number} passed. `course next` moves on.", style="green")
     path = session.workspace.display(session.workspace.lesson_file(lesson))
-    return Text(f"Edit {path}, then `course check {lesson.number}` again. "
-                f"Stuck? `course hint {lesson.number}` reveals a hint.")
+    return Text(
+        f"Edit {path}, then `course check {lesson.number}` again. "
+        f"Stuck? `course hint {lesson.number}` reveals a hint."
+    )
 
 
 def intro(lesson: Lesson, session: Session) -> RenderableType:
@@ -113,35 +150,44 @@ def intro(lesson: Lesson, session: Session) -> RenderableType:
     for number, exercise in enumerate(lesson.exercises, 1):
         steps.add_row(f"  {number}.", Text(exercise.summary))
     body = Group(
-        Text("You will learn to", style="bold"), goals, Text(""),
+        Text("You will learn to", style="bold"),
+        goals,
+        Text(""),
         Text.assemble(("Open ", "bold"), (path, "bold cyan"), (" and write, in order:", "bold")),
-        steps, Text(""),
+        steps,
+        Text(""),
         Text(f"Then run `course check {lesson.number}` (or `course next`)."),
     )
-    return Panel(body, title=escape(lesson_heading(lesson)), title_align="left",
-                 border_style="cyan")
+    return Panel(body, title=escape(lesson_heading(lesson)), title_align="left", border_style="cyan")
 
 
 def welcome(session: Session) -> RenderableType:
     """The first screen a learner sees: what the course is, the loop, where the files are."""
     folder = session.workspace.display(session.workspace.root)
     body = Group(
-        Text("You will implement multi-head attention from scratch in numpy, one lesson at a "
-             "time, from a linear projection to grouped-query attention with a KV cache. Every "
-             "lesson is one file with functions to write; the grader tells you within a second "
-             "what is right and what is wrong."),
+        Text(
+            "You will implement multi-head attention from scratch in numpy, one lesson at a "
+            "time, from a linear projection to grouped-query attention with a KV cache. Every "
+            "lesson is one file with functions to write; the grader tells you within a second "
+            "what is right and what is wrong."
+        ),
         Text(""),
         Text("The loop", style="bold"),
-        Text("  1. `course next` says what to do now (and moves on when a lesson passes)\n"
-             f"  2. edit the lesson file in {folder}/\n"
-             "  3. `course check` (or leave `course watch` running) and read the feedback\n"
-             "  4. stuck? `course hint` reveals a hint; `course list` shows where you are"),
+        Text(
+            "  1. `course next` says what to do now (and moves on when a lesson passes)\n"
+            f"  2. edit the lesson file in {folder}/\n"
+            "  3. `course check` (or leave `course watch` running) and read the feedback\n"
+            "  4. stuck? `course hint` reveals a hint; `course list` shows where you are"
+        ),
         Text(""),
-        Text("Shapes are written with letters: B batch, T queries, S keys, D model width, "
-             "H heads, G key/value heads, K head width."),
+        Text(
+            "Shapes are written with letters: B batch, T queries, S keys, D model width, "
+            "H heads, G key/value heads, K head width."
+        ),
     )
-    return Panel(body, title="Welcome to " + escape(session.catalog.title), title_align="left",
-                 border_style="cyan")
+    return Panel(
+        body, title="Welcome to " + escape(session.catalog.title), title_align="left", border_style="cyan"
+    )
 
 
 def next_screen(step: NextStep, session: Session) -> RenderableType:
@@ -150,8 +196,7 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
         parts.append(welcome(session))
     if step.lesson is not None and step.result is not None:
         if step.result.passed:
-            parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.",
-                              style="bold green"))
+            parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.", style="bold green"))
         elif step.introduced is None:
             parts.append(result_screen(step.lesson, step.result, session))
     if step.introduced is not None:
@@ -163,35 +208,42 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
 
 def finish(catalog: Catalog, session: Session | None = None) -> RenderableType:
     """The finish screen: every lesson re-graded and passed."""
-    text = Text("Every lesson passes, re-graded just now: you have built multi-head attention, "
-                "grouped-query attention and a KV cache from scratch. Well done!",
-                style="bold green")
+    text = Text(
+        "Every lesson passes, re-graded just now: you have built multi-head attention, "
+        "grouped-query attention and a KV cache from scratch. Well done!",
+        style="bold green",
+    )
     soon = [lesson for lesson in catalog.lessons if not lesson.available]
     if soon:
-        text.append(f"\n{len(soon)} more lessons are coming soon: `course list` shows them.",
-                    style="")
+        text.append(f"\n{len(soon)} more lessons are coming soon: `course list` shows them.", style="")
     if session is None:
         return text
     hints = sum(sum(p.hints.values()) for p in session.state.lessons.values())
     peeks = [m for m, p in session.state.lessons.items() if p.solution_peeked]
-    summary = Text(f"Hints revealed: {hints}. Solutions peeked at before passing: "
-                   f"{len(peeks)}. `course solution N` shows any reference solution now.",
-                   style="dim")
+    summary = Text(
+        f"Hints revealed: {hints}. Solutions peeked at before passing: "
+        f"{len(peeks)}. `course solution N` shows any reference solution now.",
+        style="dim",
+    )
     return Panel(Group(text, summary), title="Finished", title_align="left", border_style="green")
 
 
-def watch_screen(lesson: Lesson, result: LessonResult, session: Session,
-                 extra: RenderableType | None = None) -> RenderableType:
+def watch_screen(
+    lesson: Lesson, result: LessonResult, session: Session, extra: RenderableType | None = None
+) -> RenderableType:
     """One screen of `course watch`: the keys, the check, progress over the course."""
     from rich.progress_bar import ProgressBar
 
     available = session.catalog.available()
     passed = sum(session.state.status(each.module) == "passed" for each in available)
-    keys = Text("watching your files · n next lesson (when green) · h hint · l list · r re-run · "
-                "q quit", style="dim")
+    keys = Text(
+        "watching your files · n next lesson (when green) · h hint · l list · r re-run · q quit", style="dim"
+    )
     bar = Table.grid(padding=(0, 1))
-    bar.add_row(ProgressBar(total=len(available), completed=passed, width=30),
-                Text(f"{passed} of {len(available)} lessons passed"))
+    bar.add_row(
+        ProgressBar(total=len(available), completed=passed, width=30),
+        Text(f"{passed} of {len(available)} lessons passed"),
+    )
     parts: list[RenderableType] = [keys, result_screen(lesson, result, session), bar]
     if extra is not None:
         parts.append(extra)
@@ -216,8 +268,13 @@ def lesson_list(session: Session) -> RenderableType:
             label = "current"
         else:
             label = session.state.status(lesson.module)
-        table.add_row(lesson.id, Text(lesson.title), lesson.module, status(label),
-                      style="dim" if label == "coming soon" else "")
+        table.add_row(
+            lesson.id,
+            Text(lesson.title),
+            lesson.module,
+            status(label),
+            style="dim" if label == "coming soon" else "",
+        )
     return Group(notices(session), table)
 
 
@@ -245,20 +302,25 @@ def hint_screen(reveal: HintReveal) -> RenderableType:
         style = "bold" if number == len(reveal.hints) and reveal.new else "dim"
         hints.add_row(Text(f"{number}.", style=style), Text(hint, style=style))
     remaining = reveal.total - len(reveal.hints)
-    footer = (f"{remaining} more hint{'s' if remaining != 1 else ''}: run the same command again."
-              if remaining else "That was the last hint for this exercise.")
+    footer = (
+        f"{remaining} more hint{'s' if remaining != 1 else ''}: run the same command again."
+        if remaining
+        else "That was the last hint for this exercise."
+    )
     if not reveal.new:
         footer = "Every hint for this exercise is shown above."
     title = f"Hints for {reveal.exercise} (lesson {reveal.lesson.id})"
-    return Group(Panel(hints, title=escape(title), title_align="left", border_style="cyan"),
-                 Text(footer, style="dim"))
+    return Group(
+        Panel(hints, title=escape(title), title_align="left", border_style="cyan"), Text(footer, style="dim")
+    )
 
 
 def solution_screen(lesson: Lesson, source: str, peeked: bool) -> RenderableType:
     parts: list[RenderableType] = []
     if peeked:
-        parts.append(Text("Peeking before the lesson passed: this is recorded in your progress.",
-                          style="yellow"))
+        parts.append(
+            Text("Peeking before the lesson passed: this is recorded in your progress.", style="yellow")
+        )
     parts.append(Syntax(source, "python", line_numbers=False, word_wrap=True))
     return Group(*parts)
 

@@ -29,8 +29,9 @@ def _cell(value: float) -> Text:
     return Text(f" {shade}{shade}{shade}", style=f"on rgb({tone},{tone},255)" if value else "")
 
 
-def heatmap(weights: np.ndarray, tokens: tuple[str, ...], title: str,
-            flagged: set[int] | frozenset[int] = frozenset()) -> Table:
+def heatmap(
+    weights: np.ndarray, tokens: tuple[str, ...], title: str, flagged: set[int] | frozenset[int] = frozenset()
+) -> Table:
     """One (T, S) map: rows are queries, columns keys."""
     table = Table(title=title, box=None, padding=(0, 0), show_edge=False, title_justify="left")
     table.add_column("")
@@ -46,23 +47,34 @@ def heatmap(weights: np.ndarray, tokens: tuple[str, ...], title: str,
 def maps_screen(maps: AttentionMaps) -> RenderableType:
     """The whole `course show LESSON --map` screen."""
     if maps.problem and maps.learner is None:
-        return Group(Text(maps.problem), _legend()) if maps.reference is not None else \
-            Text(maps.problem)
+        return Group(Text(maps.problem), _legend()) if maps.reference is not None else Text(maps.problem)
     assert maps.learner is not None and maps.reference is not None
-    parts: list[RenderableType] = [Text(f"Attention weights on \"{' '.join(maps.tokens)}\" under a "
-                                        "causal mask (rows: queries, columns: keys).")]
+    parts: list[RenderableType] = [
+        Text(
+            f'Attention weights on "{" ".join(maps.tokens)}" under a '
+            "causal mask (rows: queries, columns: keys)."
+        )
+    ]
     for head in range(maps.reference.shape[0]):
         flagged = {row for h, row, _ in maps.flags if h == head}
         difference = np.abs(maps.learner[head] - maps.reference[head])
         kv = f" (reads key/value head {maps.kv_heads[head]})" if maps.kv_heads else ""
-        parts.append(Panel(Columns([
-            heatmap(maps.learner[head], maps.tokens, "yours", flagged),
-            heatmap(maps.reference[head], maps.tokens, "reference"),
-            heatmap(difference, maps.tokens, "|difference|"),
-        ], padding=(0, 3)), title=f"head {head}{kv}", title_align="left"))
+        parts.append(
+            Panel(
+                Columns(
+                    [
+                        heatmap(maps.learner[head], maps.tokens, "yours", flagged),
+                        heatmap(maps.reference[head], maps.tokens, "reference"),
+                        heatmap(difference, maps.tokens, "|difference|"),
+                    ],
+                    padding=(0, 3),
+                ),
+                title=f"head {head}{kv}",
+                title_align="left",
+            )
+        )
     if maps.kv_heads:
-        grid = Table(title="which key/value head each query head reads", box=None,
-                     title_justify="left")
+        grid = Table(title="which key/value head each query head reads", box=None, title_justify="left")
         grid.add_column("query head")
         for g in sorted(set(maps.kv_heads)):
             grid.add_column(f"kv {g}")
@@ -88,20 +100,33 @@ def diagnosis(found: AttentionMaps | ShapeTrace) -> RenderableType:
 def compact(maps: AttentionMaps) -> RenderableType:
     """The first head that differs, yours beside the reference, for a failing check's screen."""
     assert maps.learner is not None and maps.reference is not None
-    differing = [h for h in range(maps.reference.shape[0])
-                 if not np.allclose(maps.learner[h], maps.reference[h], atol=1e-6)
-                 or any(flag[0] == h for flag in maps.flags)] or [0]
+    differing = [
+        h
+        for h in range(maps.reference.shape[0])
+        if not np.allclose(maps.learner[h], maps.reference[h], atol=1e-6)
+        or any(flag[0] == h for flag in maps.flags)
+    ] or [0]
     head = differing[0]
     flagged = {row for h, row, _ in maps.flags if h == head}
     notes = Text()
     for _, row, what in [f for f in maps.flags if f[0] == head][:3]:
         notes.append(f"query {row} ({maps.tokens[row]}): {what}\n", style="red")
     kv = f", key/value head {maps.kv_heads[head]}" if maps.kv_heads else ""
-    return Panel(Group(Columns([heatmap(maps.learner[head], maps.tokens, "yours", flagged),
-                                heatmap(maps.reference[head], maps.tokens, "reference")],
-                               padding=(0, 3)), notes),
-                 title=f"Your attention weights, head {head}{kv} (all: `course show --map`)",
-                 title_align="left", border_style="dim")
+    return Panel(
+        Group(
+            Columns(
+                [
+                    heatmap(maps.learner[head], maps.tokens, "yours", flagged),
+                    heatmap(maps.reference[head], maps.tokens, "reference"),
+                ],
+                padding=(0, 3),
+            ),
+            notes,
+        ),
+        title=f"Your attention weights, head {head}{kv} (all: `course show --map`)",
+        title_align="left",
+        border_style="dim",
+    )
 
 
 def _legend() -> Text:
@@ -121,5 +146,9 @@ def shape_trace_table(trace: ShapeTrace) -> RenderableType:
     parts: list[RenderableType] = [table]
     if trace.mismatch:
         parts.append(Text(trace.mismatch, style="bold"))
-    return Panel(Group(*parts), title="Shapes through your code (B=7 T=3 S=5 H=4 K=6 D=24 G=2)",
-                 title_align="left", border_style="dim")
+    return Panel(
+        Group(*parts),
+        title="Shapes through your code (B=7 T=3 S=5 H=4 K=6 D=24 G=2)",
+        title_align="left",
+        border_style="dim",
+    )

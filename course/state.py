@@ -80,8 +80,10 @@ def load(path: Path) -> State:
         raise StateProblem("the progress file did not hold an object")
     version = data.get("format")
     if isinstance(version, int) and version > FORMAT:
-        raise StateProblem(f"it was written by a newer version of the course (format {version}; "
-                           f"this one reads format {FORMAT})")
+        raise StateProblem(
+            f"it was written by a newer version of the course (format {version}; "
+            f"this one reads format {FORMAT})"
+        )
     if version != FORMAT:
         raise StateProblem(f"the progress file has an unknown format ({version!r})")
     lessons = data.get("lessons", {})
@@ -90,8 +92,12 @@ def load(path: Path) -> State:
     placed = data.get("placed", [])
     if not isinstance(placed, list) or not all(isinstance(m, str) for m in placed):
         raise StateProblem("'placed' is not a list of lesson names")
-    return State(format=FORMAT, welcomed=bool(data.get("welcomed", False)),
-                 lessons={str(k): _lesson_from(v) for k, v in lessons.items()}, placed=placed)
+    return State(
+        format=FORMAT,
+        welcomed=bool(data.get("welcomed", False)),
+        lessons={str(k): _lesson_from(v) for k, v in lessons.items()},
+        placed=placed,
+    )
 
 
 def save(state: State, path: Path) -> None:

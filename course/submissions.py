@@ -57,11 +57,22 @@ def points(result: LessonResult) -> tuple[int, int]:
 def lesson_summary(result: LessonResult) -> dict:
     """A lesson's entry in ``result.json`` and in the gradebook report."""
     got, most = points(result)
-    exercises = [{"name": e.name, "status": e.status,
-                  "points": sum(c.status == PASSED for c in e.checks), "max_points": len(e.checks)}
-                 for e in result.exercises]
-    return {"lesson": result.lesson, "status": result.status, "points": got, "max_points": most,
-            "exercises": exercises}
+    exercises = [
+        {
+            "name": e.name,
+            "status": e.status,
+            "points": sum(c.status == PASSED for c in e.checks),
+            "max_points": len(e.checks),
+        }
+        for e in result.exercises
+    ]
+    return {
+        "lesson": result.lesson,
+        "status": result.status,
+        "points": got,
+        "max_points": most,
+        "exercises": exercises,
+    }
 
 
 def learner_name(explicit: str | None = None) -> str:
@@ -83,8 +94,14 @@ def lesson_files(folder: Path, catalog: Catalog) -> list[Lesson]:
     return [lesson for lesson in catalog.lessons if (folder / lesson.file_name).is_file()]
 
 
-def build_bundle(folder: Path, out: Path, catalog: Catalog, name: str,
-                 grade: Grader | None = None, lessons: Iterable[Lesson] | None = None) -> dict:
+def build_bundle(
+    folder: Path,
+    out: Path,
+    catalog: Catalog,
+    name: str,
+    grade: Grader | None = None,
+    lessons: Iterable[Lesson] | None = None,
+) -> dict:
     """Grade the lesson files of ``folder`` and write them with ``result.json`` to the zip
     ``out``; returns the result payload. ``lessons`` limits which lessons go in."""
     if grade is None:
@@ -96,8 +113,10 @@ def build_bundle(folder: Path, out: Path, catalog: Catalog, name: str,
         wanted = {lesson.module for lesson in lessons}
         chosen = [lesson for lesson in chosen if lesson.module in wanted]
     if not chosen:
-        raise SubmissionProblem(f"No lesson files in {folder}: nothing to submit. Run `course submit` "
-                                "in your workspace (or pass --workspace DIR).")
+        raise SubmissionProblem(
+            f"No lesson files in {folder}: nothing to submit. Run `course submit` "
+            "in your workspace (or pass --workspace DIR)."
+        )
     contents = {lesson.file_name: (folder / lesson.file_name).read_bytes() for lesson in chosen}
     summaries = [lesson_summary(grade(lesson, folder)) for lesson in chosen]
     payload = {
@@ -141,8 +160,12 @@ class Opened:
 def _unsafe(info: zipfile.ZipInfo) -> str:
     name = info.filename
     mode = info.external_attr >> 16
-    if "\\" in name or name.startswith("/") or PurePosixPath(name).is_absolute() or \
-            (len(name) > 1 and name[1] == ":"):
+    if (
+        "\\" in name
+        or name.startswith("/")
+        or PurePosixPath(name).is_absolute()
+        or (len(name) > 1 and name[1] == ":")
+    ):
         return f"absolute or Windows path {name!r}"
     if ".." in PurePosixPath(name).parts:
         return f"path traversal {name!r}"
@@ -173,8 +196,10 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
                 return opened
             total = sum(info.file_size for info in infos)
             if total > MAX_TOTAL_BYTES or any(i.file_size > MAX_FILE_BYTES for i in infos):
-                opened.refused = (f"refused: {total} bytes uncompressed (at most {MAX_TOTAL_BYTES}, "
-                                  f"{MAX_FILE_BYTES} per file): a zip bomb?")
+                opened.refused = (
+                    f"refused: {total} bytes uncompressed (at most {MAX_TOTAL_BYTES}, "
+                    f"{MAX_FILE_BYTES} per file): a zip bomb?"
+                )
                 return opened
             unsafe = [reason for reason in map(_unsafe, infos) if reason]
             if unsafe:
@@ -186,8 +211,11 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
                 return opened
             extra = [n for n in names if n not in known and n != RESULT_FILE and not n.endswith("/")]
             if extra:
-                opened.problems.append("extra files ignored: " + ", ".join(sorted(extra)[:5]) +
-                                       (" ..." if len(extra) > 5 else ""))
+                opened.problems.append(
+                    "extra files ignored: "
+                    + ", ".join(sorted(extra)[:5])
+                    + (" ..." if len(extra) > 5 else "")
+                )
             for info in infos:
                 if info.filename in known:
                     data = _read(archive, info)
@@ -195,8 +223,16 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
                     opened.files[info.filename] = sha256(data)
                 elif info.filename == RESULT_FILE:
                     opened.claimed = _parse_claim(_read(archive, info), opened.problems)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError,
-            NotImplementedError, RuntimeError, OSError) as error:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+    ) as error:
         # not a zip, truncated, bad CRC or deflate data, unsupported compression, encrypted
         opened.refused = f"refused: not a readable zip file ({_short(error)})"
         opened.files.clear()
@@ -247,12 +283,17 @@ def disagreements(claim: dict | None, regraded: dict[str, dict]) -> list[str]:
         return []
     found = []
     for entry in claim["lessons"]:
-        if not isinstance(entry, dict) or not isinstance(entry.get("lesson"), str) \
-                or entry["lesson"] not in regraded:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("lesson"), str)
+            or entry["lesson"] not in regraded
+        ):
             continue
         actual = regraded[entry["lesson"]]
         if (entry.get("status"), entry.get("points")) != (actual["status"], actual["points"]):
-            found.append(f"result.json claims {entry['lesson']} {str(entry.get('status'))[:20]} "
-                         f"{str(entry.get('points'))[:10]} points; re-graded {actual['status']} "
-                         f"{actual['points']}/{actual['max_points']}")
+            found.append(
+                f"result.json claims {entry['lesson']} {str(entry.get('status'))[:20]} "
+                f"{str(entry.get('points'))[:10]} points; re-graded {actual['status']} "
+                f"{actual['points']}/{actual['max_points']}"
+            )
     return found

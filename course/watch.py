@@ -72,7 +72,7 @@ class Changes:
             offset = 0
             while offset + 16 <= len(data):
                 _, _, _, length = struct.unpack_from("iIII", data, offset)
-                names.append(data[offset + 16: offset + 16 + length].rstrip(b"\0").decode())
+                names.append(data[offset + 16 : offset + 16 + length].rstrip(b"\0").decode())
                 offset += 16 + length
             return any(name.endswith(".py") for name in names)
         stamps = self._stamps()
@@ -84,8 +84,9 @@ class Changes:
             os.close(self.fd)
 
 
-def run(folder: Path, grade_and_draw: Callable[[], None], on_key: Callable[[str], bool],
-        poll: bool = False) -> None:
+def run(
+    folder: Path, grade_and_draw: Callable[[], None], on_key: Callable[[str], bool], poll: bool = False
+) -> None:
     """The watch loop: draw once, then re-draw after each debounced save; ``on_key`` gets each
     key pressed and returns False to stop. The terminal is restored however the loop ends."""
     changes = Changes(folder, poll)

@@ -60,8 +60,10 @@ def find(explicit: str | os.PathLike | None = None, start: Path | None = None) -
     if named:
         folder = Path(named).expanduser().resolve()
         if not is_workspace(folder):
-            raise WorkspaceProblem(f"{folder} is not a course workspace (it has no {MARKER}/ "
-                                   f"folder). Create one with `course init {named}`.")
+            raise WorkspaceProblem(
+                f"{folder} is not a course workspace (it has no {MARKER}/ "
+                f"folder). Create one with `course init {named}`."
+            )
         return Workspace(folder)
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
@@ -72,16 +74,17 @@ def find(explicit: str | os.PathLike | None = None, start: Path | None = None) -
     return None
 
 
-def init(folder: Path, catalog: Catalog,
-         skip: frozenset[str] = frozenset()) -> tuple[Workspace, list[Path]]:
+def init(folder: Path, catalog: Catalog, skip: frozenset[str] = frozenset()) -> tuple[Workspace, list[Path]]:
     """Create (or complete) a workspace; returns it and the lesson files it added. Lessons in
     ``skip`` (files placed before, then deleted by the learner) are not put back."""
     folder = folder.expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise WorkspaceProblem(f"{folder} exists and is not a folder.")
     if folder.is_dir() and not is_workspace(folder) and _has_lesson_files(folder, catalog):
-        raise WorkspaceProblem(f"{folder} already holds lesson files but no {MARKER}/ folder; "
-                               "choose an empty folder so nothing of yours is overwritten.")
+        raise WorkspaceProblem(
+            f"{folder} already holds lesson files but no {MARKER}/ folder; "
+            "choose an empty folder so nothing of yours is overwritten."
+        )
     (folder / MARKER).mkdir(parents=True, exist_ok=True)
     workspace = Workspace(folder)
     added = []

@@ -87,8 +87,10 @@ def split_heads(x, n_heads):
     B, T, D = x.shape
     H = n_heads
     if D % H != 0:
-        raise ValueError(f"split_heads: the model width D = {D} is not divisible by "
-                         f"n_heads H = {H} (each head needs K = D / H whole columns)")
+        raise ValueError(
+            f"split_heads: the model width D = {D} is not divisible by "
+            f"n_heads H = {H} (each head needs K = D / H whole columns)"
+        )
     K = D // H
     blocks = x.reshape(B, T, H, K)  # (B, T, D) -> (B, T, H, K)
     return np.swapaxes(blocks, 1, 2)  # (B, T, H, K) -> (B, H, T, K)

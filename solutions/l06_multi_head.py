@@ -187,7 +187,7 @@ def params_from_torch(state, n_heads):
     D = w_in.shape[1]
     if D % n_heads:
         raise ValueError(f"the model width {D} is not divisible by n_heads={n_heads}")
-    w_q, w_k, w_v = w_in[:D], w_in[D:2 * D], w_in[2 * D:]  # (3D, D) -> 3 x (D, D): Q, K, V
+    w_q, w_k, w_v = w_in[:D], w_in[D : 2 * D], w_in[2 * D :]  # (3D, D) -> 3 x (D, D): Q, K, V
     params = {
         "w_q": np.array(w_q.T),  # (d_out, d_in) -> (d_in, d_out)
         "w_k": np.array(w_k.T),
@@ -196,9 +196,11 @@ def params_from_torch(state, n_heads):
     }
     if state.get("in_proj_bias") is not None:
         b_in = state["in_proj_bias"]  # (3D,)
-        params["b_q"], params["b_k"], params["b_v"] = (np.array(b_in[:D]),
-                                                       np.array(b_in[D:2 * D]),
-                                                       np.array(b_in[2 * D:]))
+        params["b_q"], params["b_k"], params["b_v"] = (
+            np.array(b_in[:D]),
+            np.array(b_in[D : 2 * D]),
+            np.array(b_in[2 * D :]),
+        )
     if state.get("out_proj.bias") is not None:
         params["b_o"] = np.array(state["out_proj.bias"])  # (D,)
     return params

@@ -155,7 +155,7 @@ def make_inputs(tokens, vocab_size, max_len):
         raise ValueError(f"sequences of length {T} are longer than max_len={L}")
     x = np.zeros((B, T, 2 * (V + L)))
     x[:, :, :V] = np.eye(V)[tokens]  # (B, T) -> (B, T, V): the token code
-    x[:, :, V:V + L] = np.eye(L)[:T]  # (T, L), the same position code in every sequence
+    x[:, :, V : V + L] = np.eye(L)[:T]  # (T, L), the same position code in every sequence
     return x
 
 
@@ -174,8 +174,8 @@ def target_outputs(tokens, vocab_size, max_len):
     V, L = vocab_size, max_len
     K = V + L
     y = np.zeros((B, T, 2 * K))
-    y[:, 2:, :V] = np.eye(V)[tokens[:, 1:T - 1]]  # positions 2 .. T-1 get tokens 1 .. T-2
-    y[:, 2:, K:K + V] = np.eye(V)[tokens[:, 0:T - 2]]  # positions 2 .. T-1 get tokens 0 .. T-3
+    y[:, 2:, :V] = np.eye(V)[tokens[:, 1 : T - 1]]  # positions 2 .. T-1 get tokens 1 .. T-2
+    y[:, 2:, K : K + V] = np.eye(V)[tokens[:, 0 : T - 2]]  # positions 2 .. T-1 get tokens 0 .. T-3
     return y
 
 

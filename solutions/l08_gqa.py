@@ -91,8 +91,10 @@ def kv_head_for_query_head(n_heads, n_kv_heads):
     H // G would silently drop some, so the function refuses.
     """
     if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: "
-                         "every key/value head must serve the same number of query heads")
+        raise ValueError(
+            f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: "
+            "every key/value head must serve the same number of query heads"
+        )
     group = n_heads // n_kv_heads  # H // G query heads per key/value head
     return np.arange(n_heads) // group  # (H,): 0, ..., 0, 1, ..., 1, ..., G-1
 
@@ -146,8 +148,10 @@ def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
     _, S, _ = x_kv.shape
     H, G = n_heads, n_kv_heads
     if H % G:
-        raise ValueError(f"n_heads={H} is not divisible by n_kv_heads={G}: every key/value head "
-                         "must serve the same number of query heads")
+        raise ValueError(
+            f"n_heads={H} is not divisible by n_kv_heads={G}: every key/value head "
+            "must serve the same number of query heads"
+        )
     if D % H:
         raise ValueError(f"the model width D={D} is not divisible by n_heads={H}")
     n_rep = H // G  # query heads per key/value head

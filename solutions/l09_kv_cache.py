@@ -156,8 +156,9 @@ def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
         raise ValueError(f"n_heads = {H} is not a multiple of n_kv_heads = {G}")
     for name, cache in (("cache_k", cache_k), ("cache_v", cache_v)):
         if cache.ndim != 4 or cache.shape[0] != B or cache.shape[1] != G:
-            raise ValueError(f"{name} has shape {cache.shape}; expected (B, G, S, K) with B = {B} "
-                             f"and G = n_kv_heads = {G}")
+            raise ValueError(
+                f"{name} has shape {cache.shape}; expected (B, G, S, K) with B = {B} and G = n_kv_heads = {G}"
+            )
     _, _, S, K = cache_k.shape
 
     q = linear(x_t, params["w_q"], params.get("b_q"))  # (B, T_new, D) -> (B, T_new, H*K)

@@ -20,8 +20,12 @@ MISTAKES = REPO / "tests" / "mistakes"
 
 def grade_folder(folder: Path, lesson: str, timeout: float = 120) -> dict:
     """Grade ``folder`` as ``lesson`` in a fresh process (``python -m course.engine``)."""
-    done = subprocess.run([sys.executable, "-m", "course.engine", str(folder), lesson],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "course.engine", str(folder), lesson],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode in (0, 1), f"grader exited {done.returncode}: {done.stderr[-2000:]}"
     return json.loads(done.stdout)
 
@@ -48,8 +52,7 @@ def import_lessons(*modules: str, folder: Path = SOLUTIONS) -> tuple[ModuleType,
     """``folder/<module>.py`` for each module, imported by name as a learner's are, together with
     the lesson modules they import from ``folder``. sys.path and sys.modules are restored
     afterwards, so solutions and skeletons imported by different tests never mix."""
-    saved = {name: sys.modules.pop(name) for name in list(sys.modules)
-             if LESSON_MODULE.fullmatch(name)}
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if LESSON_MODULE.fullmatch(name)}
     sys.path.insert(0, str(folder))
     try:
         return tuple(importlib.import_module(module) for module in modules)
@@ -73,13 +76,14 @@ def mistaken_source(module: str, mistake: dict | str) -> str:
     """The solution of ``module`` with one classic mistake (given, or named) applied; each edit
     must match the solution exactly once, so a stale mistake fails loudly."""
     if isinstance(mistake, str):
-        mistake = next(m for lesson, m in classic_mistakes() if lesson == module
-                       and m["name"] == mistake)
+        mistake = next(m for lesson, m in classic_mistakes() if lesson == module and m["name"] == mistake)
     source = (SOLUTIONS / f"{module}.py").read_text()
     for number, edit in enumerate(mistake["edit"], 1):
         found = source.count(edit["old"])
-        assert found == 1, (f"edit {number} of {module}/{mistake['name']} matches the solution "
-                            f"{found} times (it must match once): update tests/mistakes/{module}.toml")
+        assert found == 1, (
+            f"edit {number} of {module}/{mistake['name']} matches the solution "
+            f"{found} times (it must match once): update tests/mistakes/{module}.toml"
+        )
         source = source.replace(edit["old"], edit["new"])
     return source
 

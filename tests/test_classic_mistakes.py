@@ -31,12 +31,14 @@ def test_mistake_names_are_unique_within_a_lesson():
     assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("module, mistake", CASES,
-                         ids=[f"{module}/{mistake['name']}" for module, mistake in CASES])
+@pytest.mark.parametrize(
+    "module, mistake", CASES, ids=[f"{module}/{mistake['name']}" for module, mistake in CASES]
+)
 def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp_path):
     folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
     result = grade_folder(folder, module)
     assert result["status"] != "passed", f"{mistake['name']} passed lesson {module}"
     messages = " ".join(all_messages(result).split())
     assert mistake["expect"].lower() in messages.lower(), (
-        f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}")
+        f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}"
+    )

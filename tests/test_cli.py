@@ -19,8 +19,15 @@ def course(*args, cwd, env=None):
     environment = dict(os.environ, NO_COLOR="1", COLUMNS="100")
     environment.pop("COURSE_WORKSPACE", None)
     environment.update(env or {})
-    return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, env=environment, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=environment,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -68,11 +75,14 @@ def test_a_failing_check_exits_one_and_names_the_problem(workspace):
     assert "failed" in done.stdout and "the bias b is not added" in done.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (("check", "42"), "There is no lesson '42'"),
-    (("show", "nonsense"), "There is no lesson 'nonsense'"),
-    (("check", "--bogus"), "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("check", "42"), "There is no lesson '42'"),
+        (("show", "nonsense"), "There is no lesson 'nonsense'"),
+        (("check", "--bogus"), "No such option"),
+    ],
+)
 def test_usage_errors_exit_two_with_one_clear_line(workspace, args, words):
     done = course(*args, cwd=workspace)
     assert done.returncode == 2
@@ -141,8 +151,13 @@ def with_a_future_lesson(monkeypatch):
     from course.catalog import Exercise, Lesson, load_catalog
 
     real = load_catalog()
-    future = Lesson(id="10", module="l10_future", title="A lesson still being written",
-                    goals=("Wait for it.",), exercises=(Exercise("later", "later()", ("a", "b")),))
+    future = Lesson(
+        id="10",
+        module="l10_future",
+        title="A lesson still being written",
+        goals=("Wait for it.",),
+        exercises=(Exercise("later", "later()", ("a", "b")),),
+    )
     catalog = dataclasses.replace(real, lessons=real.lessons + (future,))
     monkeypatch.setattr(progress, "load_catalog", lambda: catalog)
 
@@ -188,7 +203,8 @@ def test_a_later_lesson_names_an_earlier_lesson_that_fails_its_own_check(workspa
 def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):
     source = (SOLUTIONS / "l01_projections.py").read_text()
     (workspace / "l01_projections.py").write_text(
-        source.replace("    out = x @ w  #", "    print('DEBUG-ME', x.shape)\n    out = x @ w  #"))
+        source.replace("    out = x @ w  #", "    print('DEBUG-ME', x.shape)\n    out = x @ w  #")
+    )
     before = (workspace / ".course" / "state.json").read_text()
     done = course("check", "1", "--debug", cwd=workspace)
     assert done.returncode == 0
@@ -210,8 +226,9 @@ def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(wor
         done = course("next", cwd=workspace)
     assert "Every lesson passes, re-graded just now" in " ".join(done.stdout.split())
     source = (SOLUTIONS / "l04_masks.py").read_text()
-    (workspace / "l04_masks.py").write_text(source.replace("def causal_mask(t, s=None):",
-                                                           "def causal_mask(t, s=None):\n    return None"))
+    (workspace / "l04_masks.py").write_text(
+        source.replace("def causal_mask(t, s=None):", "def causal_mask(t, s=None):\n    return None")
+    )
     reopened = course("next", cwd=workspace)
     assert "Every lesson passes" not in reopened.stdout and "Lesson 04" in reopened.stdout
 
@@ -234,7 +251,8 @@ def test_a_failing_attention_check_shows_a_small_map_that_flags_the_rows(workspa
     shutil.copy(SOLUTIONS / "l02_softmax.py", workspace)
     source = (SOLUTIONS / "l03_attention.py").read_text()
     (workspace / "l03_attention.py").write_text(
-        source.replace("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"))
+        source.replace("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)")
+    )
     done = course("check", "3", cwd=workspace)
     assert done.returncode == 1 and "Your attention weights" in done.stdout
     assert "weight on a key the mask forbids" in done.stdout

@@ -16,8 +16,15 @@ from tests.helpers import REPO
 # (course/engine/plugin.py, GradingPlugin.lesson) pytest 9 deprecates; not this file's concern.
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")
 
-COPIED = ("lessons", "solutions", "tests/lessons", "tests/mistakes", "course/catalog.toml",
-          "course/grading_manifest.json", "course/grading_pristine.zip")
+COPIED = (
+    "lessons",
+    "solutions",
+    "tests/lessons",
+    "tests/mistakes",
+    "course/catalog.toml",
+    "course/grading_manifest.json",
+    "course/grading_pristine.zip",
+)
 
 
 def run_cli(*args: str):
@@ -68,10 +75,12 @@ def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
     (repo / "solutions" / "l03_attention.py").unlink()
     problems = devcheck.check(repo)
     # lessons 6, 8 and 9 import lesson 3, so their solutions cannot be graded either
-    assert ids(problems) == {("missing-file", "solutions/l03_attention.py"),
-                             ("solution-fails", "solutions/l06_multi_head.py"),
-                             ("solution-fails", "solutions/l08_gqa.py"),
-                             ("solution-fails", "solutions/l09_kv_cache.py")}
+    assert ids(problems) == {
+        ("missing-file", "solutions/l03_attention.py"),
+        ("solution-fails", "solutions/l06_multi_head.py"),
+        ("solution-fails", "solutions/l08_gqa.py"),
+        ("solution-fails", "solutions/l09_kv_cache.py"),
+    }
     assert "no solution file" in problems[0].message
     assert all("No module named 'l03_attention'" in p.message for p in problems[1:])
     done = run_cli("--root", str(repo))
@@ -86,17 +95,21 @@ def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
 def test_a_removed_grading_test_is_reported_with_the_stale_manifest(repo):
     (repo / "tests" / "lessons" / "test_l04_masks.py").unlink()
     problems = devcheck.check(repo)
-    assert ids(problems) == {("missing-file", "tests/lessons/test_l04_masks.py"),
-                             ("manifest-stale", "course/grading_manifest.json")}
+    assert ids(problems) == {
+        ("missing-file", "tests/lessons/test_l04_masks.py"),
+        ("manifest-stale", "course/grading_manifest.json"),
+    }
     stale = next(p for p in problems if p.id == "manifest-stale")
     assert "test_l04_masks.py" in stale.message
     assert "tools/update_grading_manifest.py" in stale.message
 
 
 def test_an_empty_hint_is_reported(repo):
-    edit(repo / "course" / "catalog.toml",
-         '"np.einsum(\'btd,hdk->bhtk\', x, w_heads) names every axis and does it in one line."',
-         '"  "')
+    edit(
+        repo / "course" / "catalog.toml",
+        "\"np.einsum('btd,hdk->bhtk', x, w_heads) names every axis and does it in one line.\"",
+        '"  "',
+    )
     problems = devcheck.check(repo, grade=False)
     assert ids(problems) == {("missing-hints", "course/catalog.toml")}
     assert "l01_projections.head_projections" in problems[0].message
@@ -104,26 +117,34 @@ def test_an_empty_hint_is_reported(repo):
 
 
 def test_a_missing_summary_is_reported(repo):
-    edit(repo / "course" / "catalog.toml",
-         'summary = "softmax(x, axis=-1): stable, all -inf row -> zeros, keeps dtype."',
-         'summary = ""')
+    edit(
+        repo / "course" / "catalog.toml",
+        'summary = "softmax(x, axis=-1): stable, all -inf row -> zeros, keeps dtype."',
+        'summary = ""',
+    )
     problems = devcheck.check(repo, grade=False)
     assert [(p.id, p.message) for p in problems] == [
-        ("missing-summary", "l02_softmax.softmax has no summary.")]
+        ("missing-summary", "l02_softmax.softmax has no summary.")
+    ]
 
 
 def test_a_skeleton_solved_by_accident_is_reported(repo):
     shutil.copy(repo / "solutions" / "l02_softmax.py", repo / "lessons" / "l02_softmax.py")
     problems = devcheck.check(repo)
-    assert ids(problems) == {("skeleton-not-stub", "lessons/l02_softmax.py"),
-                             ("missing-todo", "lessons/l02_softmax.py")}
+    assert ids(problems) == {
+        ("skeleton-not-stub", "lessons/l02_softmax.py"),
+        ("missing-todo", "lessons/l02_softmax.py"),
+    }
     solved = next(p for p in problems if p.id == "skeleton-not-stub")
     assert "(passed)" in solved.message and "solved by accident" in solved.message
 
 
 def test_a_different_signature_is_reported(repo):
-    edit(repo / "solutions" / "l01_projections.py", "def linear(x, w, b=None):",
-         "def linear(x, w, b=None, out=None):")
+    edit(
+        repo / "solutions" / "l01_projections.py",
+        "def linear(x, w, b=None):",
+        "def linear(x, w, b=None, out=None):",
+    )
     problems = devcheck.check(repo)
     assert ids(problems) == {("signature-differs", "solutions/l01_projections.py")}
     assert "linear(x, w, b=None, out=None)" in problems[0].message
@@ -133,19 +154,28 @@ def test_a_different_signature_is_reported(repo):
 def test_a_different_first_docstring_line_and_a_missing_function_are_reported(repo):
     solution = repo / "solutions" / "l05_heads.py"
     edit(solution, "def merge_heads(x):", "def merge_heads_(x):")
-    edit(repo / "solutions" / "l04_masks.py", '    """The logical and of any number of masks',
-         '    """The logical and of many masks')
+    edit(
+        repo / "solutions" / "l04_masks.py",
+        '    """The logical and of any number of masks',
+        '    """The logical and of many masks',
+    )
     problems = devcheck.check(repo, grade=False)
-    assert ids(problems) == {("public-function-differs", "solutions/l05_heads.py"),
-                             ("public-function-differs", "lessons/l05_heads.py"),
-                             ("docstring-differs", "solutions/l04_masks.py")}
+    assert ids(problems) == {
+        ("public-function-differs", "solutions/l05_heads.py"),
+        ("public-function-differs", "lessons/l05_heads.py"),
+        ("docstring-differs", "solutions/l04_masks.py"),
+    }
 
 
 def test_a_missing_todo_list_is_reported(repo):
     skeleton = repo / "lessons" / "l01_projections.py"
-    edit(skeleton, """    TODO:
+    edit(
+        skeleton,
+        """    TODO:
       1. Unpack H, D, K = w_heads.shape.
-      2. Move the head axis after D: (H, D, K) -> (D, H, K).""", "    Steps:")
+      2. Move the head axis after D: (H, D, K) -> (D, H, K).""",
+        "    Steps:",
+    )
     problems = devcheck.check(repo)
     assert ids(problems) == {("missing-todo", "lessons/l01_projections.py")}
     assert problems[0].message.startswith("fuse_head_weights's docstring has no numbered TODO")
@@ -162,16 +192,20 @@ def test_stray_files_are_reported(repo):
     (repo / "lessons" / "l10_notes.py").write_text("x = 1\n")
     (repo / "tests" / "mistakes" / "old.toml").write_text("")
     problems = devcheck.check(repo, grade=False)
-    assert ids(problems) == {("stray-file", "lessons/l10_notes.py"),
-                             ("stray-file", "tests/mistakes/old.toml")}
+    assert ids(problems) == {
+        ("stray-file", "lessons/l10_notes.py"),
+        ("stray-file", "tests/mistakes/old.toml"),
+    }
 
 
 def test_a_grading_test_without_an_exercise_marker_is_reported(repo):
     tests = repo / "tests" / "lessons" / "test_l02_softmax.py"
     tests.write_text(tests.read_text() + "\n\ndef test_floating_check(lesson):\n    pass\n")
     problems = devcheck.check(repo)
-    assert ids(problems) == {("untied-test", "tests/lessons/test_l02_softmax.py"),
-                             ("manifest-stale", "course/grading_manifest.json")}
+    assert ids(problems) == {
+        ("untied-test", "tests/lessons/test_l02_softmax.py"),
+        ("manifest-stale", "course/grading_manifest.json"),
+    }
     untied = next(p for p in problems if p.id == "untied-test")
     assert "test_floating_check" in untied.message
 

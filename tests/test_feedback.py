@@ -18,8 +18,9 @@ def message_of(actual, expected=EXPECTED, **kwargs):
 
 def test_a_correct_answer_within_tolerance_passes():
     check_array(EXPECTED + 1e-12, EXPECTED, what="f(x)", dims="B T D")
-    check_array(EXPECTED.astype(np.float32) * (1 + 1e-6), EXPECTED.astype(np.float32),
-                what="f(x)", dims="B T D")
+    check_array(
+        EXPECTED.astype(np.float32) * (1 + 1e-6), EXPECTED.astype(np.float32), what="f(x)", dims="B T D"
+    )
 
 
 def test_a_swapped_shape_is_read_back_in_dimension_letters():
@@ -28,8 +29,7 @@ def test_a_swapped_shape_is_read_back_in_dimension_letters():
 
 
 def test_the_wrong_dtype_is_named():
-    assert "returned dtype float64; expected float32" in message_of(
-        EXPECTED, EXPECTED.astype(np.float32))
+    assert "returned dtype float64; expected float32" in message_of(EXPECTED, EXPECTED.astype(np.float32))
 
 
 def test_wrong_values_show_the_error_the_share_close_and_a_slice():
@@ -48,8 +48,13 @@ def test_nans_are_counted_and_located():
 
 def test_a_known_mistake_is_named_and_carried_on_the_exception():
     with pytest.raises(KnownMistake) as caught:
-        check_array(EXPECTED * 2, EXPECTED, what="f(x)", dims="B T D",
-                    mistakes={"the scale is missing": lambda: EXPECTED * 2})
+        check_array(
+            EXPECTED * 2,
+            EXPECTED,
+            what="f(x)",
+            dims="B T D",
+            mistakes={"the scale is missing": lambda: EXPECTED * 2},
+        )
     assert caught.value.mistake == "the scale is missing"
     assert "This looks like a known mistake: the scale is missing." in str(caught.value)
 
@@ -59,11 +64,14 @@ def test_a_mistake_that_does_not_match_is_not_claimed():
     assert "known mistake" not in message_of(EXPECTED * 3, mistakes={"doubled": EXPECTED * 2})
 
 
-@pytest.mark.parametrize("actual, words", [
-    (None, "returned None (is a `return` missing?)"),
-    ([1, 2], "returned a list"),
-    (Opaque("Tensor", "tensor([1.])"), "returned a Tensor"),
-])
+@pytest.mark.parametrize(
+    "actual, words",
+    [
+        (None, "returned None (is a `return` missing?)"),
+        ([1, 2], "returned a list"),
+        (Opaque("Tensor", "tensor([1.])"), "returned a Tensor"),
+    ],
+)
 def test_a_non_array_answer_says_what_came_back(actual, words):
     assert words in message_of(actual)
 

@@ -60,8 +60,11 @@ def parse(path: Path) -> tuple[dict, dict[str, bytes]]:
 
 
 def tree_digest(folder: Path, skip: str = ".course") -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and skip not in p.parts}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and skip not in p.parts
+    }
 
 
 def processes_tagged(tag: str) -> list[str]:
@@ -86,11 +89,23 @@ def processes_tagged(tag: str) -> list[str]:
 
 
 def course(*args: str, cwd: Path, tag: str = "") -> tuple[subprocess.CompletedProcess, float]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="100", COURSE_LIMITS=LIMITS, COURSE_SERVER="off",
-               COURSE_HOSTILE_TAG=tag)
+    env = dict(
+        os.environ,
+        NO_COLOR="1",
+        COLUMNS="100",
+        COURSE_LIMITS=LIMITS,
+        COURSE_SERVER="off",
+        COURSE_HOSTILE_TAG=tag,
+    )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, env=env,
-                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     return done, time.monotonic() - started
 
 
@@ -123,11 +138,14 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     for exercise in result["exercises"]:
         assert exercise["checks"] and exercise["status"] in STATUSES + ("error",)
         assert all(check["status"] in STATUSES for check in exercise["checks"])
-    messages = " ".join([result["message"], result["note"], result["notice"]] + [
-        check["message"] for e in result["exercises"] for check in e["checks"]])
+    messages = " ".join(
+        [result["message"], result["note"], result["notice"]]
+        + [check["message"] for e in result["exercises"] for check in e["checks"]]
+    )
     for words in meta["expect"]:
         assert words.lower() in " ".join(messages.split()).lower(), (
-            f"no message says {words!r}:\n{messages[:2500]}")
+            f"no message says {words!r}:\n{messages[:2500]}"
+        )
 
     screen, _ = course("check", lesson.id, cwd=workspace, tag=tag)
     text = screen.stdout.decode("utf-8", "replace")

@@ -14,8 +14,8 @@ def test_the_manifest_matches_the_grading_tests_in_this_tree():
     recorded = json.loads(integrity.MANIFEST.read_text())
     present = integrity.grading_files(resources.data_dir("grading"))
     stale = sorted(set(recorded) ^ set(present)) + sorted(
-        name for name in recorded if name in present and
-        integrity.digest(present[name]) != recorded[name])
+        name for name in recorded if name in present and integrity.digest(present[name]) != recorded[name]
+    )
     assert not stale, f"run `python tools/update_grading_manifest.py` (stale: {stale})"
 
 

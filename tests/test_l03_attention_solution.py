@@ -90,8 +90,7 @@ def _masks(r, lead):
     per_batch[..., 0, 0] = True
     full = r.random((*lead, T, S)) < 0.6
     full[..., 0, 0] = True
-    return {"(T, S) causal": causal, "padding": padding, "per batch element": per_batch,
-            "full": full}
+    return {"(T, S) causal": causal, "padding": padding, "per batch element": per_batch, "full": full}
 
 
 @pytest.mark.parametrize("lead", [(B,), (B, H)], ids=["B T K", "B H T K"])

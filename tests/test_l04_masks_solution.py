@@ -6,7 +6,6 @@ a KV cache needs. For T == S the two are the same mask; for T != S they differ, 
 mask equals torch.ones(T, S).tril(diagonal=S - T), PyTorch's `causal_lower_right(T, S)`.
 """
 
-
 import numpy as np
 import pytest
 
@@ -21,9 +20,11 @@ F = torch.nn.functional
 
 def qkv(t, s, dtype=torch.float64, seed=0, b=2, h=3, k=5):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, h, t, k, generator=g, dtype=dtype),
-            torch.randn(b, h, s, k, generator=g, dtype=dtype),
-            torch.randn(b, h, s, k, generator=g, dtype=dtype))
+    return (
+        torch.randn(b, h, t, k, generator=g, dtype=dtype),
+        torch.randn(b, h, s, k, generator=g, dtype=dtype),
+        torch.randn(b, h, s, k, generator=g, dtype=dtype),
+    )
 
 
 @pytest.mark.parametrize("t", [1, 2, 5, 8])
@@ -32,8 +33,7 @@ def test_for_t_equal_s_our_causal_mask_gives_the_same_attention_as_is_causal(t):
     ours = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(masks.causal_mask(t)))
     theirs = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-9)
-    assert torch.equal(torch.from_numpy(masks.causal_mask(t, t)),
-                       torch.ones(t, t, dtype=torch.bool).tril())
+    assert torch.equal(torch.from_numpy(masks.causal_mask(t, t)), torch.ones(t, t, dtype=torch.bool).tril())
 
 
 def test_for_t_equal_s_the_agreement_holds_in_float32():
@@ -63,8 +63,9 @@ def test_for_t_less_than_s_our_mask_differs_from_is_causal(t, s):
     with_ours = F.scaled_dot_product_attention(q, k, v, attn_mask=ours)
     with_is_causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert not torch.allclose(with_ours, with_is_causal)
-    torch.testing.assert_close(with_is_causal, F.scaled_dot_product_attention(q, k, v, attn_mask=top_left),
-                               rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        with_is_causal, F.scaled_dot_product_attention(q, k, v, attn_mask=top_left), rtol=0, atol=1e-9
+    )
 
 
 @pytest.mark.parametrize("t, s", [(2, 5), (3, 7)])
@@ -82,9 +83,10 @@ def test_decoding_with_a_cache_equals_the_last_rows_of_full_causal_attention():
     s, t = 7, 3
     q, k, v = qkv(s, s, seed=4)
     full = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    new = F.scaled_dot_product_attention(q[..., s - t:, :], k, v,
-                                         attn_mask=torch.from_numpy(masks.causal_mask(t, s)))
-    torch.testing.assert_close(new, full[..., s - t:, :], rtol=0, atol=1e-9)
+    new = F.scaled_dot_product_attention(
+        q[..., s - t :, :], k, v, attn_mask=torch.from_numpy(masks.causal_mask(t, s))
+    )
+    torch.testing.assert_close(new, full[..., s - t :, :], rtol=0, atol=1e-9)
 
 
 def test_padding_mask_is_the_logical_not_of_torch_key_padding_mask():
@@ -106,8 +108,9 @@ def test_combined_masks_give_the_same_attention_as_torch_multihead_attention_mas
     key_padding_mask = torch.arange(t)[None, :] >= torch.from_numpy(lengths)[:, None]
     causal_blocked = torch.ones(t, t, dtype=torch.bool).triu(1)
     with torch.no_grad():
-        expected, _ = mha(x, x, x, key_padding_mask=key_padding_mask, attn_mask=causal_blocked,
-                          need_weights=False)
+        expected, _ = mha(
+            x, x, x, key_padding_mask=key_padding_mask, attn_mask=causal_blocked, need_weights=False
+        )
     allowed = masks.combine_masks(masks.causal_mask(t), None, masks.padding_mask(lengths, t))
     assert allowed.shape == (b, t, t) and allowed.dtype == np.bool_
     w_q, w_k, w_v = mha.in_proj_weight.chunk(3)
@@ -127,6 +130,9 @@ def test_combine_masks_of_nothing_is_none_which_sdpa_reads_as_attend_everywhere(
     assert masks.combine_masks(None, None) is None
     assert masks.combine_masks() is None
     q, k, v = qkv(3, 4, seed=6)
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=None),
-                               F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 4).bool()),
-                               rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=None),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 4).bool()),
+        rtol=0,
+        atol=1e-9,
+    )

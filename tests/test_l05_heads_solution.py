@@ -5,7 +5,6 @@ q.view(T, B * H, K).transpose(0, 1)) and merges with out.transpose(1, 2).reshape
 head h owns features h*K:(h+1)*K, as in the course.
 """
 
-
 import numpy as np
 import pytest
 

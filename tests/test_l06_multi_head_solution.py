@@ -45,8 +45,9 @@ CASES = [
 def run_torch(torch, b, t, s, d, h, bias, mask_form, dtype, seed=0):
     """(course state, x_q, x_kv, course mask, torch out, torch per-head weights)."""
     torch.manual_seed(seed)
-    module = torch.nn.MultiheadAttention(embed_dim=d, num_heads=h, batch_first=True, bias=bias,
-                                         kdim=d, vdim=d, dtype=dtype)
+    module = torch.nn.MultiheadAttention(
+        embed_dim=d, num_heads=h, batch_first=True, bias=bias, kdim=d, vdim=d, dtype=dtype
+    )
     with torch.no_grad():
         if bias:
             module.in_proj_bias.normal_(0.0, 0.5)
@@ -66,19 +67,23 @@ def run_torch(torch, b, t, s, d, h, bias, mask_form, dtype, seed=0):
         else:
             kwargs["key_padding_mask"] = ~mask[:, 0]
     with torch.no_grad():
-        out, weights = module(x_q, x_kv, x_kv, need_weights=True, average_attn_weights=False,
-                              **kwargs)
+        out, weights = module(x_q, x_kv, x_kv, need_weights=True, average_attn_weights=False, **kwargs)
     state = {key: value.numpy() for key, value in module.state_dict().items()}
-    return (state, x_q.numpy(), x_kv.numpy(), None if mask is None else mask.numpy(),
-            out.numpy(), weights.numpy())
+    return (
+        state,
+        x_q.numpy(),
+        x_kv.numpy(),
+        None if mask is None else mask.numpy(),
+        out.numpy(),
+        weights.numpy(),
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_solution_matches_torch_multihead_attention_in_float64(sol, case):
     torch = pytest.importorskip("torch")
     _, b, t, s, d, h, bias, mask_form = case
-    state, x_q, x_kv, mask, out, weights = run_torch(torch, b, t, s, d, h, bias, mask_form,
-                                                     torch.float64)
+    state, x_q, x_kv, mask, out, weights = run_torch(torch, b, t, s, d, h, bias, mask_form, torch.float64)
     params = sol.params_from_torch(state, h)
     assert ("b_q" in params) == ("b_o" in params) == bias
     got_out, got_weights = sol.multi_head_attention(x_q, x_kv, params, h, mask=mask)
@@ -93,8 +98,7 @@ def test_solution_matches_torch_multihead_attention_in_float64(sol, case):
 def test_solution_matches_torch_loosely_in_float32(sol, case):
     torch = pytest.importorskip("torch")
     _, b, t, s, d, h, bias, mask_form = case
-    state, x_q, x_kv, mask, out, weights = run_torch(torch, b, t, s, d, h, bias, mask_form,
-                                                     torch.float32)
+    state, x_q, x_kv, mask, out, weights = run_torch(torch, b, t, s, d, h, bias, mask_form, torch.float32)
     params = sol.params_from_torch(state, h)
     got_out, got_weights = sol.multi_head_attention(x_q, x_kv, params, h, mask=mask)
     assert got_out.dtype == got_weights.dtype == np.float32
@@ -110,14 +114,18 @@ def test_course_params_load_back_into_torch(sol):
     torch = pytest.importorskip("torch")
     state, x_q, x_kv, _, out, _ = run_torch(torch, 2, 3, 4, 8, 2, True, None, torch.float64, 3)
     params = sol.params_from_torch(state, 2)
-    back = {"in_proj_weight": np.concatenate([params["w_q"].T, params["w_k"].T, params["w_v"].T]),
-            "in_proj_bias": np.concatenate([params["b_q"], params["b_k"], params["b_v"]]),
-            "out_proj.weight": params["w_o"].T, "out_proj.bias": params["b_o"]}
+    back = {
+        "in_proj_weight": np.concatenate([params["w_q"].T, params["w_k"].T, params["w_v"].T]),
+        "in_proj_bias": np.concatenate([params["b_q"], params["b_k"], params["b_v"]]),
+        "out_proj.weight": params["w_o"].T,
+        "out_proj.bias": params["b_o"],
+    }
     for key, value in state.items():
         np.testing.assert_array_equal(back[key], value)
     module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
-    module.load_state_dict({key: torch.from_numpy(np.ascontiguousarray(value))
-                            for key, value in back.items()})
+    module.load_state_dict(
+        {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in back.items()}
+    )
     with torch.no_grad():
         again, _ = module(torch.from_numpy(x_q), torch.from_numpy(x_kv), torch.from_numpy(x_kv))
     np.testing.assert_allclose(again.numpy(), out, rtol=1e-12, atol=1e-12)
@@ -125,10 +133,12 @@ def test_course_params_load_back_into_torch(sol):
 
 def test_params_from_torch_copies_and_leaves_the_state_alone(sol):
     rng = np.random.default_rng(0)
-    state = {"in_proj_weight": rng.standard_normal((12, 4)),
-             "in_proj_bias": rng.standard_normal(12),
-             "out_proj.weight": rng.standard_normal((4, 4)),
-             "out_proj.bias": rng.standard_normal(4)}
+    state = {
+        "in_proj_weight": rng.standard_normal((12, 4)),
+        "in_proj_bias": rng.standard_normal(12),
+        "out_proj.weight": rng.standard_normal((4, 4)),
+        "out_proj.bias": rng.standard_normal(4),
+    }
     before = {key: value.copy() for key, value in state.items()}
     params = sol.params_from_torch(state, 2)
     for value in params.values():
@@ -160,8 +170,7 @@ def test_the_fixture_file_is_small_and_complete():
         files = set(saved.files)
         cases = [str(name) for name in saved["cases"]]
         for name in cases:
-            for key in ("in_proj_weight", "out_proj.weight", "n_heads", "x_q", "x_kv", "out",
-                        "weights"):
+            for key in ("in_proj_weight", "out_proj.weight", "n_heads", "x_q", "x_kv", "out", "weights"):
                 assert f"{name}__{key}" in files, f"{name}__{key}"
             b, t, d = saved[f"{name}__x_q"].shape
             h, s = int(saved[f"{name}__n_heads"]), saved[f"{name}__x_kv"].shape[1]
@@ -177,13 +186,14 @@ def test_the_solution_reproduces_the_committed_fixtures(sol):
     with np.load(FIXTURES, allow_pickle=False) as saved:
         arrays = {key: saved[key] for key in saved.files}
     for name in arrays["cases"]:
-        case = {key.split("__", 1)[1]: value for key, value in arrays.items()
-                if key.startswith(f"{name}__")}
-        state = {key: case[key] for key in ("in_proj_weight", "in_proj_bias", "out_proj.weight",
-                                            "out_proj.bias") if key in case}
+        case = {key.split("__", 1)[1]: value for key, value in arrays.items() if key.startswith(f"{name}__")}
+        state = {
+            key: case[key]
+            for key in ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
+            if key in case
+        }
         h = int(case["n_heads"])
         params = sol.params_from_torch(state, h)
-        out, weights = sol.multi_head_attention(case["x_q"], case["x_kv"], params, h,
-                                                mask=case.get("mask"))
+        out, weights = sol.multi_head_attention(case["x_q"], case["x_kv"], params, h, mask=case.get("mask"))
         np.testing.assert_allclose(weights, case["weights"], rtol=1e-9, atol=1e-12, err_msg=name)
         np.testing.assert_allclose(out, case["out"], rtol=1e-9, atol=1e-12, err_msg=name)

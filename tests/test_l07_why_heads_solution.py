@@ -65,8 +65,18 @@ def rms_distance(out, y):
 
 
 # ---------------------------------------------------------------- count_parameters
-@pytest.mark.parametrize("d, h, bias", [(12, 1, True), (12, 3, True), (12, 4, False), (24, 6, True),
-                                        (32, 8, False), (64, 16, True), (10, 10, True)])
+@pytest.mark.parametrize(
+    "d, h, bias",
+    [
+        (12, 1, True),
+        (12, 3, True),
+        (12, 4, False),
+        (24, 6, True),
+        (32, 8, False),
+        (64, 16, True),
+        (10, 10, True),
+    ],
+)
 def test_count_parameters_equals_pytorch_multihead_attention(solution, d, h, bias):
     torch = pytest.importorskip("torch")
     layer = torch.nn.MultiheadAttention(d, h, bias=bias)
@@ -75,13 +85,18 @@ def test_count_parameters_equals_pytorch_multihead_attention(solution, d, h, bia
     assert expected == 4 * d * d + 4 * d * bias
 
 
-@pytest.mark.parametrize("d, h, g, bias", [(16, 8, 2, True), (12, 4, 1, True), (24, 6, 3, False),
-                                           (64, 8, 8, True)])
+@pytest.mark.parametrize(
+    "d, h, g, bias", [(16, 8, 2, True), (12, 4, 1, True), (24, 6, 3, False), (64, 8, 8, True)]
+)
 def test_count_parameters_under_gqa_equals_pytorch_linear_layers(solution, d, h, g, bias):
     torch = pytest.importorskip("torch")
     k = d // h
-    layers = [torch.nn.Linear(d, h * k, bias=bias), torch.nn.Linear(d, g * k, bias=bias),
-              torch.nn.Linear(d, g * k, bias=bias), torch.nn.Linear(h * k, d, bias=bias)]
+    layers = [
+        torch.nn.Linear(d, h * k, bias=bias),
+        torch.nn.Linear(d, g * k, bias=bias),
+        torch.nn.Linear(d, g * k, bias=bias),
+        torch.nn.Linear(h * k, d, bias=bias),
+    ]
     expected = sum(p.numel() for layer in layers for p in layer.parameters())
     assert solution.count_parameters(d, h, n_kv_heads=g, bias=bias) == expected
 
@@ -122,10 +137,14 @@ def torch_layer(params, d, n_heads, dtype):
     layer = torch.nn.MultiheadAttention(d, n_heads, batch_first=True, dtype=dtype)
     zeros = np.zeros(d)
     with torch.no_grad():
-        layer.in_proj_weight.copy_(torch.from_numpy(np.concatenate(
-            [params["w_q"].T, params["w_k"].T, params["w_v"].T], axis=0)))
-        layer.in_proj_bias.copy_(torch.from_numpy(np.concatenate(
-            [params.get("b_q", zeros), params.get("b_k", zeros), params.get("b_v", zeros)])))
+        layer.in_proj_weight.copy_(
+            torch.from_numpy(np.concatenate([params["w_q"].T, params["w_k"].T, params["w_v"].T], axis=0))
+        )
+        layer.in_proj_bias.copy_(
+            torch.from_numpy(
+                np.concatenate([params.get("b_q", zeros), params.get("b_k", zeros), params.get("b_v", zeros)])
+            )
+        )
         layer.out_proj.weight.copy_(torch.from_numpy(params["w_o"].T.copy()))
         layer.out_proj.bias.copy_(torch.from_numpy(params.get("b_o", zeros)))
     return layer
@@ -137,8 +156,7 @@ def torch_attend(layer, x, dtype):
     tx = torch.from_numpy(x).to(dtype)
     not_allowed = torch.from_numpy(~causal(n_t))  # PyTorch: True = may NOT attend
     with torch.no_grad():
-        out, weights = layer(tx, tx, tx, attn_mask=not_allowed, need_weights=True,
-                             average_attn_weights=False)
+        out, weights = layer(tx, tx, tx, attn_mask=not_allowed, need_weights=True, average_attn_weights=False)
     return out.double().numpy(), weights.double().numpy()
 
 
@@ -218,8 +236,8 @@ def single_head_params(v, ln, a, readout):
     w_o = np.zeros((k, k))
     b_o = np.zeros(k)
     half = v + ln
-    w_o[:v, :v], w_o[:v, half:half + v] = readout[:v, :v], readout[:v, v:]
-    b_o[:v], b_o[half:half + v] = readout[v, :v], readout[v, v:]
+    w_o[:v, :v], w_o[:v, half : half + v] = readout[:v, :v], readout[:v, v:]
+    b_o[:v], b_o[half : half + v] = readout[v, :v], readout[v, v:]
     return {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o, "b_o": b_o}
 
 
@@ -229,14 +247,13 @@ def test_a_real_single_head_reaches_the_best_single_head_error(solution, a):
     eye = np.eye(v)
     prev, prev2 = np.divmod(np.arange(v * v), v)
     features = np.concatenate([a * eye[prev] + (1 - a) * eye[prev2], np.ones((v * v, 1))], axis=1)
-    readout, *_ = np.linalg.lstsq(features, np.concatenate([eye[prev], eye[prev2]], axis=1),
-                                  rcond=None)
+    readout, *_ = np.linalg.lstsq(features, np.concatenate([eye[prev], eye[prev2]], axis=1), rcond=None)
     tokens = np.stack([prev2, prev, np.zeros_like(prev)], axis=1)  # position 2 sees every pair
     out, weights = multi_head_loop(inputs(tokens, v, ln), single_head_params(v, ln, a, readout), 1)
-    np.testing.assert_allclose(weights[:, 0, 2, :2], np.broadcast_to([1 - a, a], (v * v, 2)),
-                               atol=1e-12)
+    np.testing.assert_allclose(weights[:, 0, 2, :2], np.broadcast_to([1 - a, a], (v * v, 2)), atol=1e-12)
     assert rms_distance(out, targets(tokens, v, ln)) == pytest.approx(
-        solution.single_head_error(v, a), abs=1e-9)
+        solution.single_head_error(v, a), abs=1e-9
+    )
 
 
 # ---------------------------------------------------------------- what the learner is handed

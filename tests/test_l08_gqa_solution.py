@@ -52,13 +52,20 @@ def mha():
 def make_params(seed, n_heads=H, n_kv_heads=4, d=D, bias=True, dtype=np.float64):
     r = np.random.default_rng(seed)
     n_k = d // n_heads
-    shapes = {"w_q": (d, n_heads * n_k), "w_k": (d, n_kv_heads * n_k),
-              "w_v": (d, n_kv_heads * n_k), "w_o": (n_heads * n_k, d)}
+    shapes = {
+        "w_q": (d, n_heads * n_k),
+        "w_k": (d, n_kv_heads * n_k),
+        "w_v": (d, n_kv_heads * n_k),
+        "w_o": (n_heads * n_k, d),
+    }
     if bias:
-        shapes.update({"b_q": (n_heads * n_k,), "b_k": (n_kv_heads * n_k,),
-                       "b_v": (n_kv_heads * n_k,), "b_o": (d,)})
-    return {name: (r.standard_normal(shape) * (2.0 / math.sqrt(d) if name[0] == "w" else 1.0))
-            .astype(dtype) for name, shape in shapes.items()}
+        shapes.update(
+            {"b_q": (n_heads * n_k,), "b_k": (n_kv_heads * n_k,), "b_v": (n_kv_heads * n_k,), "b_o": (d,)}
+        )
+    return {
+        name: (r.standard_normal(shape) * (2.0 / math.sqrt(d) if name[0] == "w" else 1.0)).astype(dtype)
+        for name, shape in shapes.items()
+    }
 
 
 def make_inputs(seed, b=B, t=T, s=S, d=D, dtype=np.float64):
@@ -214,12 +221,17 @@ def test_mean_pooling_is_exact_when_the_heads_of_each_group_are_equal(gqa):
     assert_close(weights_gqa, weights_mha)
 
 
-@pytest.mark.parametrize(("n_heads", "n_kv_heads", "d", "numbers"),
-                         [(6, 4, 12, ("6", "4")), (4, 2, 10, ("10", "4"))])
+@pytest.mark.parametrize(
+    ("n_heads", "n_kv_heads", "d", "numbers"), [(6, 4, 12, ("6", "4")), (4, 2, 10, ("10", "4"))]
+)
 def test_bad_sizes_raise_value_error_naming_the_numbers(gqa, n_heads, n_kv_heads, d, numbers):
     x_q, x_kv = make_inputs(20, d=d)
-    params = {"w_q": np.zeros((d, 8)), "w_k": np.zeros((d, 4)), "w_v": np.zeros((d, 4)),
-              "w_o": np.zeros((8, d))}
+    params = {
+        "w_q": np.zeros((d, 8)),
+        "w_k": np.zeros((d, 4)),
+        "w_v": np.zeros((d, 4)),
+        "w_o": np.zeros((8, d)),
+    }
     with pytest.raises(ValueError) as info:
         gqa.grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads)
     assert all(n in str(info.value) for n in numbers), str(info.value)

@@ -28,13 +28,20 @@ def sol():
 
 
 def make_params(r, n_kv_heads=G, bias=True, dtype=np.float64):
-    params = {"w_q": r.standard_normal((D, H * K)), "w_k": r.standard_normal((D, n_kv_heads * K)),
-              "w_v": r.standard_normal((D, n_kv_heads * K)), "w_o": r.standard_normal((H * K, D))}
+    params = {
+        "w_q": r.standard_normal((D, H * K)),
+        "w_k": r.standard_normal((D, n_kv_heads * K)),
+        "w_v": r.standard_normal((D, n_kv_heads * K)),
+        "w_o": r.standard_normal((H * K, D)),
+    }
     if bias:
-        params.update(b_q=r.standard_normal(H * K), b_k=r.standard_normal(n_kv_heads * K),
-                      b_v=r.standard_normal(n_kv_heads * K), b_o=r.standard_normal(D))
-    return {name: (w / np.sqrt(w.shape[0]) if w.ndim == 2 else w).astype(dtype)
-            for name, w in params.items()}
+        params.update(
+            b_q=r.standard_normal(H * K),
+            b_k=r.standard_normal(n_kv_heads * K),
+            b_v=r.standard_normal(n_kv_heads * K),
+            b_o=r.standard_normal(D),
+        )
+    return {name: (w / np.sqrt(w.shape[0]) if w.ndim == 2 else w).astype(dtype) for name, w in params.items()}
 
 
 def decode(l09, x, params, n_kv_heads, chunks):
@@ -42,8 +49,9 @@ def decode(l09, x, params, n_kv_heads, chunks):
     cache_k = cache_v = np.zeros((x.shape[0], n_kv_heads, 0, K), dtype=x.dtype)
     outs, start = [], 0
     for size in chunks:
-        out, cache_k, cache_v = l09.decode_step(x[:, start:start + size], cache_k, cache_v,
-                                                params, H, n_kv_heads)
+        out, cache_k, cache_v = l09.decode_step(
+            x[:, start : start + size], cache_k, cache_v, params, H, n_kv_heads
+        )
         assert out.shape == (x.shape[0], size, D)
         assert cache_k.shape == cache_v.shape == (x.shape[0], n_kv_heads, start + size, K)
         outs.append(out)
@@ -63,11 +71,11 @@ def torch_causal_gqa(torch, x, params, n_kv_heads, attn_mask=None):
 
     q, k, v = project("q", H), project("k", n_kv_heads), project("v", n_kv_heads)
     if attn_mask is None:
-        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                                 enable_gqa=True)
+        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     else:
-        heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                                                 enable_gqa=True)
+        heads = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, enable_gqa=True
+        )
     concat = heads.transpose(1, 2).reshape(n_b, n_t, H * K)  # (B, H, T, K) -> (B, T, H*K)
     out = concat @ t["w_o"] + t.get("b_o", 0)
     return out.numpy(), k.numpy(), v.numpy()
@@ -125,8 +133,7 @@ def test_a_chunk_after_a_cache_needs_the_bottom_right_mask_not_is_causal(sol):
     v = (xt @ t["w_v"] + t["b_v"]).view(B, T, G, K).transpose(1, 2)
     f = torch.nn.functional.scaled_dot_product_attention
     top_left = f(q, k, v, is_causal=True, enable_gqa=True)
-    bottom_right = f(q, k, v, attn_mask=torch.from_numpy(sol["l04"].causal_mask(chunk, T)),
-                     enable_gqa=True)
+    bottom_right = f(q, k, v, attn_mask=torch.from_numpy(sol["l04"].causal_mask(chunk, T)), enable_gqa=True)
     mine = bottom_right.transpose(1, 2).reshape(B, chunk, H * K) @ t["w_o"] + t["b_o"]
     np.testing.assert_allclose(out, mine.numpy(), rtol=1e-9, atol=1e-9)
     assert not torch.allclose(top_left, bottom_right)
@@ -137,8 +144,7 @@ def test_decoding_equals_lesson_8_with_the_causal_mask_of_lesson_4(sol):
     params = make_params(r)
     x = r.standard_normal((B, T, D))
     out, _, _ = decode(sol["l09"], x, params, G, [1] * T)
-    expected, _ = sol["l08"].grouped_query_attention(x, x, params, H, G,
-                                                     mask=sol["l04"].causal_mask(T))
+    expected, _ = sol["l08"].grouped_query_attention(x, x, params, H, G, mask=sol["l04"].causal_mask(T))
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 

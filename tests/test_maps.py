@@ -1,6 +1,5 @@
 """Attention maps: the learner's weights beside the reference, and the broken rows flagged."""
 
-
 import numpy as np
 import pytest
 
@@ -25,11 +24,14 @@ def test_gqa_maps_show_which_key_value_head_each_query_head_reads():
     assert maps.kv_heads == [0, 0, 1, 1]
 
 
-@pytest.mark.parametrize("module, mistake, flag", [
-    ("l03_attention", "mask_after_softmax", "sums to"),
-    ("l03_attention", "mask_flipped", "forbids"),
-    ("l04_masks", "causal_diagonal_excluded", "sums to 0.000, not 1"),
-])
+@pytest.mark.parametrize(
+    "module, mistake, flag",
+    [
+        ("l03_attention", "mask_after_softmax", "sums to"),
+        ("l03_attention", "mask_flipped", "forbids"),
+        ("l04_masks", "causal_diagonal_excluded", "sums to 0.000, not 1"),
+    ],
+)
 def test_a_classic_mistake_shows_as_flagged_rows(tmp_path, module, mistake, flag):
     maps = attention_maps(CATALOG.by_module(module), solutions_with_mistake(tmp_path, module, mistake))
     assert any(flag in what for _, _, what in maps.flags), maps.flags

@@ -9,9 +9,19 @@ from tests.helpers import classic_mistakes, grade_folder, mistaken_source, solut
 CASES = classic_mistakes()
 
 REGISTRY = misconceptions.load()
-ISSUE_LIST = {"missing-scale", "scale-one-over-k", "softmax-wrong-axis", "mask-polarity",
-              "mask-after-softmax", "minus-1e9", "reshape-without-transpose", "interleaved-heads",
-              "tiled-kv-heads", "top-left-causal", "k-only-cache"}
+ISSUE_LIST = {
+    "missing-scale",
+    "scale-one-over-k",
+    "softmax-wrong-axis",
+    "mask-polarity",
+    "mask-after-softmax",
+    "minus-1e9",
+    "reshape-without-transpose",
+    "interleaved-heads",
+    "tiled-kv-heads",
+    "top-left-causal",
+    "k-only-cache",
+}
 
 
 def test_the_registry_holds_every_named_misconception_once():
@@ -26,8 +36,12 @@ def test_the_example_mistake_is_labelled_with_the_misconception_and_its_fix(entr
     mistake = next(m for lesson, m in CASES if lesson == module and m["name"] == name)
     folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
     result = grade_folder(folder, module)
-    labelled = [check for exercise in result["exercises"] for check in exercise["checks"]
-                if check["misconception"] == entry.id]
+    labelled = [
+        check
+        for exercise in result["exercises"]
+        for check in exercise["checks"]
+        if check["misconception"] == entry.id
+    ]
     assert result["status"] != "passed" and labelled, f"no check names {entry.id}"
     assert f"Fix idea: {entry.fix}" in labelled[0]["message"]
 

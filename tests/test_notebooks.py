@@ -37,8 +37,9 @@ def read(path: Path):
 
 
 def outputs_text(cell) -> str:
-    return "".join(o.get("text", "") + o.get("evalue", "") + o.get("ename", "")
-                   for o in cell.get("outputs", ()))
+    return "".join(
+        o.get("text", "") + o.get("evalue", "") + o.get("ename", "") for o in cell.get("outputs", ())
+    )
 
 
 def test_every_lesson_gets_a_valid_student_instructor_and_solved_notebook(built):
@@ -47,8 +48,11 @@ def test_every_lesson_gets_a_valid_student_instructor_and_solved_notebook(built)
             notebook = read(built / variant / f"{lesson.module}.ipynb")
             nbformat.validate(notebook)
             assert (notebook.nbformat, notebook.nbformat_minor) == (4, 5)
-            assert notebook.metadata.course == {"lesson": lesson.module, "variant": variant,
-                                                "version": CATALOG.version}
+            assert notebook.metadata.course == {
+                "lesson": lesson.module,
+                "variant": variant,
+                "version": CATALOG.version,
+            }
             code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
             for exercise in lesson.exercises:
                 assert f"def {exercise.name}(" in code or exercise.name in code
@@ -72,8 +76,7 @@ def test_no_line_of_a_solution_region_appears_in_any_student_notebook(built):
         solution = notebooks.solution_lines(read(built / "instructor" / f"{lesson.module}.ipynb"))
         assert len(solution) >= len(lesson.exercises)
         student = read(built / "student" / f"{lesson.module}.ipynb")
-        student_lines = {line.strip() for cell in student.cells
-                         for line in cell.source.splitlines()}
+        student_lines = {line.strip() for cell in student.cells for line in cell.source.splitlines()}
         given = {line.strip() for line in lesson.skeleton.read_text().splitlines()}
         leaked = [line for line in solution if line in student_lines and line not in given]
         assert leaked == [], f"{lesson.module}: {leaked[:3]}"
@@ -113,8 +116,7 @@ def test_the_solved_notebooks_of_every_lesson_ran_and_their_test_cells_passed(bu
 @pytest.mark.parametrize("module", ["l01_projections", "l02_softmax", "l03_attention"])
 def test_the_instructor_notebooks_of_lessons_1_to_3_execute_without_error(module):
     lesson = CATALOG.by_module(module)
-    executed = notebooks.execute(notebooks.build(lesson, CATALOG, "instructor"), module,
-                                 timeout=60)
+    executed = notebooks.execute(notebooks.build(lesson, CATALOG, "instructor"), module, timeout=60)
     errors = [o for c in executed.cells for o in c.get("outputs", ()) if o.output_type == "error"]
     assert errors == []
     passed = [c for c in executed.cells if "checks passed." in outputs_text(c)]
@@ -124,8 +126,9 @@ def test_the_instructor_notebooks_of_lessons_1_to_3_execute_without_error(module
 @pytest.mark.parametrize("module", [lesson.module for lesson in CATALOG.available()])
 def test_every_student_notebook_fails_its_test_cells_as_not_started_not_as_a_crash(module):
     lesson = CATALOG.by_module(module)
-    executed = notebooks.execute(notebooks.build(lesson, CATALOG, "student"), "student",
-                                 timeout=60, allow_errors=True)
+    executed = notebooks.execute(
+        notebooks.build(lesson, CATALOG, "student"), "student", timeout=60, allow_errors=True
+    )
     grading = next(c for c in executed.cells if c.metadata.nbgrader.grade_id == "grading")
     assert not any(o.output_type == "error" for o in grading.outputs)
     assert "not-started" in outputs_text(grading)
@@ -157,11 +160,12 @@ def test_a_failing_cell_stops_execution_with_one_screen_naming_notebook_and_cell
     with pytest.raises(notebooks.NotebookError) as caught:
         notebooks.execute(notebook, "instructor/l01_projections.ipynb", timeout=60)
     message = str(caught.value)
-    index = next(i for i, c in enumerate(notebook.cells)
-                 if c.metadata.nbgrader.grade_id == "test_linear")
-    assert message.startswith(f"instructor/l01_projections.ipynb: cell {index} "
-                              f"(l01_projections-{index:02d}) raised AssertionError: "
-                              "linear is failed")
+    index = next(i for i, c in enumerate(notebook.cells) if c.metadata.nbgrader.grade_id == "test_linear")
+    assert message.startswith(
+        f"instructor/l01_projections.ipynb: cell {index} "
+        f"(l01_projections-{index:02d}) raised AssertionError: "
+        "linear is failed"
+    )
     assert len(message.splitlines()) < 25 and "\x1b[" not in message
 
 
@@ -174,8 +178,7 @@ def test_generating_twice_gives_identical_files_with_ids_from_lesson_and_index(t
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes()
     notebook = read(first / "student" / "l02_softmax.ipynb")
-    assert [c.id for c in notebook.cells] == [f"l02_softmax-{i:02d}"
-                                              for i in range(len(notebook.cells))]
+    assert [c.id for c in notebook.cells] == [f"l02_softmax-{i:02d}" for i in range(len(notebook.cells))]
 
 
 def test_the_command_writes_one_lessons_notebooks_and_rejects_an_unknown_lesson(tmp_path):
@@ -186,7 +189,9 @@ def test_the_command_writes_one_lessons_notebooks_and_rejects_an_unknown_lesson(
     done = runner.invoke(app, ["notebooks", str(tmp_path), "--lesson", "2", "--no-execute"])
     assert done.exit_code == 0, done.output
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.ipynb")) == [
-        "instructor/l02_softmax.ipynb", "student/l02_softmax.ipynb"]
+        "instructor/l02_softmax.ipynb",
+        "student/l02_softmax.ipynb",
+    ]
     assert "2 notebooks for 1 lesson(s)" in done.output
     unknown = runner.invoke(app, ["notebooks", str(tmp_path), "--lesson", "99"])
     assert unknown.exit_code == 2 and "There is no lesson '99'" in unknown.output

@@ -19,9 +19,22 @@ pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(REPO)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return next(out.glob("*.whl"))
 
 
@@ -36,15 +49,24 @@ def test_the_wheel_holds_catalog_skeletons_solutions_and_grading_tests(wheel):
 
 def test_an_installed_course_grades_a_workspace_far_from_the_clone(wheel, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                    str(target), str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     env = dict(os.environ, PYTHONPATH=str(target), NO_COLOR="1")
     away = tmp_path / "elsewhere"
     away.mkdir()
 
     def course(*args):
-        return subprocess.run([sys.executable, "-m", "course", *args], cwd=away, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "course", *args],
+            cwd=away,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     assert course("init", "ws").returncode == 0
     first = course("check", "1", "--json", "--workspace", "ws")
@@ -52,6 +74,11 @@ def test_an_installed_course_grades_a_workspace_far_from_the_clone(wheel, tmp_pa
     shutil.copy(SOLUTIONS / "l01_projections.py", away / "ws")
     second = course("check", "1", "--json", "--workspace", "ws")
     assert second.returncode == 0 and json.loads(second.stdout)["status"] == "passed"
-    imported_from = subprocess.run([sys.executable, "-c", "import course; print(course.__file__)"],
-                                   cwd=away, env=env, capture_output=True, text=True).stdout
+    imported_from = subprocess.run(
+        [sys.executable, "-c", "import course; print(course.__file__)"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert imported_from.startswith(str(target))

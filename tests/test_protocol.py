@@ -15,8 +15,14 @@ def round_trip(header, arrays):
 
 
 def test_arrays_keep_dtype_shape_and_values_including_zero_d_and_empty():
-    arrays = [np.arange(6.0).reshape(2, 3), np.float32([1.5]), np.array(7.0), np.zeros((0, 4)),
-              np.array([[True, False]]), np.asfortranarray(np.eye(3))]
+    arrays = [
+        np.arange(6.0).reshape(2, 3),
+        np.float32([1.5]),
+        np.array(7.0),
+        np.zeros((0, 4)),
+        np.array([[True, False]]),
+        np.asfortranarray(np.eye(3)),
+    ]
     header, out = round_trip({"n": 1}, arrays)
     assert header == {"n": 1}
     for sent, got in zip(arrays, out, strict=True):
@@ -26,8 +32,9 @@ def test_arrays_keep_dtype_shape_and_values_including_zero_d_and_empty():
 
 def test_values_are_tagged_and_labelled_by_their_place():
     arrays, labels = [], []
-    tagged = protocol.encode({"w_q": np.ones(2), "n": 3, "pair": (np.zeros(1), None)}, arrays,
-                             labels=labels, path="params")
+    tagged = protocol.encode(
+        {"w_q": np.ones(2), "n": 3, "pair": (np.zeros(1), None)}, arrays, labels=labels, path="params"
+    )
     assert labels == ["params['w_q']", "params['pair'][0]"]
     decoded = protocol.decode(tagged, arrays)
     assert decoded["n"] == 3 and decoded["pair"][1] is None
@@ -45,14 +52,17 @@ def message(header: dict, payload: bytes = b"") -> bytes:
     return struct.pack(">I", len(body)) + body + payload
 
 
-@pytest.mark.parametrize("raw", [
-    message({"arrays": [["|O", [1]]]}, b"\0" * 8),  # object dtype: never
-    message({"arrays": [["<f8", [-1]]]}),
-    message({"arrays": [["<f8", [10**12]]]}),  # would be 8 TB
-    message({"arrays": [["nonsense", [1]]]}),
-    struct.pack(">I", 5) + b"[1, 2",
-    struct.pack(">I", 2**31),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        message({"arrays": [["|O", [1]]]}, b"\0" * 8),  # object dtype: never
+        message({"arrays": [["<f8", [-1]]]}),
+        message({"arrays": [["<f8", [10**12]]]}),  # would be 8 TB
+        message({"arrays": [["nonsense", [1]]]}),
+        struct.pack(">I", 5) + b"[1, 2",
+        struct.pack(">I", 2**31),
+    ],
+)
 def test_malformed_or_hostile_messages_are_refused(raw):
     with pytest.raises((protocol.ProtocolError, EOFError)):
         protocol.unpack(io.BytesIO(raw).read)

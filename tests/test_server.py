@@ -28,13 +28,20 @@ def runtime(monkeypatch):
 
 
 def course(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
 
 
 def checks(payload):
-    return [(e["name"], c["name"], c["status"], c["mistake"])
-            for e in payload["exercises"] for c in e["checks"]]
+    return [
+        (e["name"], c["name"], c["status"], c["mistake"]) for e in payload["exercises"] for c in e["checks"]
+    ]
 
 
 def test_a_warm_check_equals_the_cold_one_and_the_server_stops_on_request(runtime, tmp_path):

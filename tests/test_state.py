@@ -19,15 +19,18 @@ def test_state_round_trips_through_the_file(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["state.json"]  # no temporary left behind
 
 
-@pytest.mark.parametrize("content, reason", [
-    ('{"format": 1, "lessons": {"l01', "not valid JSON"),
-    ("", "not valid JSON"),
-    ('[1, 2]', "did not hold an object"),
-    ('{"format": 99, "lessons": {}}', "newer version of the course"),
-    ('{"lessons": {}}', "unknown format"),
-    ('{"format": 1, "lessons": {"l01_projections": {"status": 3}}}', "wrong type"),
-    ('{"format": 1, "lessons": {"l01_projections": {"hints": {"linear": -1}}}}', "whole numbers"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ('{"format": 1, "lessons": {"l01', "not valid JSON"),
+        ("", "not valid JSON"),
+        ("[1, 2]", "did not hold an object"),
+        ('{"format": 99, "lessons": {}}', "newer version of the course"),
+        ('{"lessons": {}}', "unknown format"),
+        ('{"format": 1, "lessons": {"l01_projections": {"status": 3}}}', "wrong type"),
+        ('{"format": 1, "lessons": {"l01_projections": {"hints": {"linear": -1}}}}', "whole numbers"),
+    ],
+)
 def test_a_corrupt_truncated_or_future_state_is_refused_with_a_reason(tmp_path, content, reason):
     path = tmp_path / "state.json"
     path.write_text(content)

@@ -35,16 +35,29 @@ def make_zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def claim(name: str, source: bytes, status: str = "passed", points: int = 18,
-          version: str = __version__) -> bytes:
+def claim(
+    name: str, source: bytes, status: str = "passed", points: int = 18, version: str = __version__
+) -> bytes:
     """A result.json as `course submit` writes it, saying whatever the test wants."""
-    return json.dumps({
-        "schema": 1, "course": CATALOG.title, "course_version": version, "name": name,
-        "submitted_at": "2026-01-01T00:00:00+00:00",
-        "files": {"l01_projections.py": submissions.sha256(source)},
-        "lessons": [{"lesson": "l01_projections", "status": status, "points": points,
-                     "max_points": 18, "exercises": []}],
-    }).encode()
+    return json.dumps(
+        {
+            "schema": 1,
+            "course": CATALOG.title,
+            "course_version": version,
+            "name": name,
+            "submitted_at": "2026-01-01T00:00:00+00:00",
+            "files": {"l01_projections.py": submissions.sha256(source)},
+            "lessons": [
+                {
+                    "lesson": "l01_projections",
+                    "status": status,
+                    "points": points,
+                    "max_points": 18,
+                    "exercises": [],
+                }
+            ],
+        }
+    ).encode()
 
 
 def said(done) -> str:
@@ -75,13 +88,22 @@ def class_folder(tmp_path_factory, workspace) -> Path:
     """A class: good, wrong, lying, foreign, extra-file, hostile and corrupt bundles."""
     folder = tmp_path_factory.mktemp("class")
     submissions.build_bundle(workspace, folder / "good.zip", CATALOG, "alice", lessons=[L01])
-    make_zip(folder / "wrong.zip", {"l01_projections.py": WRONG,
-                                    "result.json": claim("bob", WRONG, "failed", 12)})
+    make_zip(
+        folder / "wrong.zip", {"l01_projections.py": WRONG, "result.json": claim("bob", WRONG, "failed", 12)}
+    )
     make_zip(folder / "liar.zip", {"l01_projections.py": WRONG, "result.json": claim("eve", SOLVED)})
-    make_zip(folder / "foreign.zip", {"l01_projections.py": SOLVED,
-                                      "result.json": claim("old", SOLVED, version="0.0.1")})
-    make_zip(folder / "extra.zip", {"l01_projections.py": SOLVED, "numpy.py": b"raise SystemExit\n",
-                                    "result.json": claim("ext", SOLVED)})
+    make_zip(
+        folder / "foreign.zip",
+        {"l01_projections.py": SOLVED, "result.json": claim("old", SOLVED, version="0.0.1")},
+    )
+    make_zip(
+        folder / "extra.zip",
+        {
+            "l01_projections.py": SOLVED,
+            "numpy.py": b"raise SystemExit\n",
+            "result.json": claim("ext", SOLVED),
+        },
+    )
     make_zip(folder / "hostile.zip", {"l01_projections.py": OS_EXIT})
     (folder / "notazip.zip").write_text("this is not a zip file\n")
     good = (folder / "good.zip").read_bytes()
@@ -89,8 +111,10 @@ def class_folder(tmp_path_factory, workspace) -> Path:
     garbled = bytearray(good)
     garbled[40:200] = bytes(160)  # inside the first member's compressed data
     (folder / "garbled.zip").write_bytes(bytes(garbled))
-    make_zip(folder / "formula.zip", {"l01_projections.py": SOLVED,
-                                      "result.json": claim("=HYPERLINK(\"x\")", SOLVED)})
+    make_zip(
+        folder / "formula.zip",
+        {"l01_projections.py": SOLVED, "result.json": claim('=HYPERLINK("x")', SOLVED)},
+    )
     make_zip(folder / "traversal.zip", {"../l01_projections.py": SOLVED, "result.json": b"{}"})
     make_zip(folder / "absolute.zip", {"/tmp/l01_projections.py": SOLVED})
     make_zip(folder / "toobig.zip", {"l01_projections.py": b"#" * (submissions.MAX_FILE_BYTES + 10)})
@@ -122,8 +146,12 @@ def test_submit_bundles_only_the_lesson_files_with_their_hashes_and_results(work
     assert stored["course_version"] == __version__ and stored["name"] == "alice"
     assert stored["submitted_at"].endswith("+00:00")
     first, second = stored["lessons"]
-    assert (first["lesson"], first["status"], first["points"], first["max_points"]) == \
-        ("l01_projections", "passed", 18, 18)
+    assert (first["lesson"], first["status"], first["points"], first["max_points"]) == (
+        "l01_projections",
+        "passed",
+        18,
+        18,
+    )
     assert second["status"] == "not-started" and second["points"] == 0 and second["max_points"] > 0
     assert [e["name"] for e in first["exercises"]] == [e.name for e in L01.exercises]
     assert stored["total_points"] == 18
@@ -131,8 +159,10 @@ def test_submit_bundles_only_the_lesson_files_with_their_hashes_and_results(work
 
 def test_submit_command_writes_the_bundle_and_says_where(workspace, tmp_path):
     out = tmp_path / "hand-in.zip"
-    done = CliRunner().invoke(app(), ["submit", "--workspace", str(workspace), "--out", str(out),
-                                      "--name", "Ada L", "--lessons", "1"])
+    done = CliRunner().invoke(
+        app(),
+        ["submit", "--workspace", str(workspace), "--out", str(out), "--name", "Ada L", "--lessons", "1"],
+    )
     assert done.exit_code == 0, done.output
     assert "hand-in.zip" in said(done) and "18 of 18 points" in said(done)
     assert json.loads(zipfile.ZipFile(out).read("result.json"))["name"] == "Ada L"
@@ -183,12 +213,18 @@ def test_hostile_code_is_graded_as_an_error_without_stopping_the_class(rows):
     assert any("no result.json" in problem for problem in hostile["problems"])
 
 
-@pytest.mark.parametrize("file, words", [
-    ("notazip.zip", "not a readable zip"), ("truncated.zip", "not a readable zip"),
-    ("garbled.zip", "not a readable zip"),
-    ("traversal.zip", "path traversal"), ("absolute.zip", "absolute"),
-    ("toobig.zip", "zip bomb"), ("toomany.zip", "members"),
-])
+@pytest.mark.parametrize(
+    "file, words",
+    [
+        ("notazip.zip", "not a readable zip"),
+        ("truncated.zip", "not a readable zip"),
+        ("garbled.zip", "not a readable zip"),
+        ("traversal.zip", "path traversal"),
+        ("absolute.zip", "absolute"),
+        ("toobig.zip", "zip bomb"),
+        ("toomany.zip", "members"),
+    ],
+)
 def test_corrupt_and_unsafe_bundles_are_refused_on_their_row(rows, file, words):
     row = rows[file]
     assert row["outcome"] == "refused" and row["lessons"] == {}
@@ -214,7 +250,7 @@ def test_the_csv_gradebook_has_one_row_per_submission(report, tmp_path):
     assert by_file["good.zip"]["total"] == "18" and by_file["good.zip"]["max_total"] == "18"
     assert by_file["notazip.zip"]["outcome"] == "refused" and by_file["notazip.zip"]["total"] == "0"
     assert "claims" in by_file["liar.zip"]["problems"]
-    assert by_file["formula.zip"]["name"] == "'=HYPERLINK(\"x\")"  # never a spreadsheet formula
+    assert by_file["formula.zip"]["name"] == '\'=HYPERLINK("x")'  # never a spreadsheet formula
 
 
 def test_junit_xml_parses_with_one_testcase_per_check(report, tmp_path):
@@ -229,8 +265,9 @@ def test_junit_xml_parses_with_one_testcase_per_check(report, tmp_path):
     assert len(wrong.findall("testcase")) == 18 and len(failures) == int(wrong.get("failures")) > 0
     assert all(failure.get("message") for failure in failures)
     refused = suites["notazip.zip"]
-    assert refused.get("errors") == "1" and "not a readable zip" in refused.find(
-        "testcase/error").get("message")
+    assert refused.get("errors") == "1" and "not a readable zip" in refused.find("testcase/error").get(
+        "message"
+    )
     assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
 
 
@@ -240,9 +277,23 @@ def test_grade_command_writes_every_output_and_exits_1_when_a_bundle_has_problem
     make_zip(folder / "a.zip", {"l01_projections.py": SOLVED, "result.json": claim("a", SOLVED)})
     (folder / "b.zip").write_bytes(b"PK\x03\x04 broken")
     out = tmp_path / "out"
-    done = CliRunner().invoke(app(), ["grade", str(folder), "--out", str(out / "g.csv"),
-                                      "--json", str(out / "r.json"), "--junit", str(out / "j.xml"),
-                                      "--workers", "1", "--lessons", "1"])
+    done = CliRunner().invoke(
+        app(),
+        [
+            "grade",
+            str(folder),
+            "--out",
+            str(out / "g.csv"),
+            "--json",
+            str(out / "r.json"),
+            "--junit",
+            str(out / "j.xml"),
+            "--workers",
+            "1",
+            "--lessons",
+            "1",
+        ],
+    )
     assert done.exit_code == 1, done.output
     assert "Graded 2 submissions" in said(done) and "1 with problems" in said(done)
     data = json.loads((out / "r.json").read_text())

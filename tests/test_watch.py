@@ -26,11 +26,16 @@ class Terminal:
 
     def __init__(self, cwd, *args):
         self.master, slave = pty.openpty()
-        env = dict(os.environ, NO_COLOR="1", COLUMNS="100", LINES="40", TERM="xterm",
-                   COURSE_SERVER="off")
-        self.process = subprocess.Popen([sys.executable, "-m", "course", "watch", *args],
-                                        cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
-                                        env=env, preexec_fn=controlling_terminal)
+        env = dict(os.environ, NO_COLOR="1", COLUMNS="100", LINES="40", TERM="xterm", COURSE_SERVER="off")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "course", "watch", *args],
+            cwd=cwd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            preexec_fn=controlling_terminal,
+        )
         os.close(slave)
         self.screen = ""
 
@@ -61,8 +66,9 @@ class Terminal:
 
 @pytest.fixture
 def workspace(tmp_path):
-    subprocess.run([sys.executable, "-m", "course", "init", "ws"], cwd=tmp_path, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "course", "init", "ws"], cwd=tmp_path, check=True, capture_output=True
+    )
     return tmp_path / "ws"
 
 
@@ -91,8 +97,14 @@ def test_watch_redraws_after_a_save_and_moves_on_with_n_when_green(workspace, mo
 
 
 def test_watch_without_a_terminal_refuses_instead_of_hanging(workspace):
-    done = subprocess.run([sys.executable, "-m", "course", "watch"], cwd=workspace,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "course", "watch"],
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 2 and "needs a terminal" in done.stdout
 
 

@@ -10,7 +10,7 @@ import pytest
 from course.engine import client
 from course.engine.protocol import Opaque
 
-LEARNER = '''
+LEARNER = """
 import os, sys, time
 import numpy as np
 print("imported")
@@ -57,7 +57,7 @@ def exits(x):
 
 def raises(x):
     return np.zeros(3) @ np.zeros(4)
-'''
+"""
 
 
 @pytest.fixture
@@ -169,12 +169,14 @@ def test_what_the_learner_printed_is_kept(learner):
 
 
 def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
-    (tmp_path / "l00_broken.py").write_text(textwrap.dedent("""\
+    (tmp_path / "l00_broken.py").write_text(
+        textwrap.dedent("""\
         import numpy as np
 
         def f(x:
             return x
-        """))
+        """)
+    )
     module = client.LearnerModule(tmp_path, "l00_broken")
     try:
         report = module.import_report()
@@ -185,7 +187,7 @@ def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
     assert "def f(x:" in message and "^" in message
 
 
-CONFINED = '''
+CONFINED = """
 import os, signal, socket, subprocess, sys
 
 def write_outside(path):
@@ -212,7 +214,7 @@ def escape_and_sleep(marker):
             os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", marker])
         os._exit(0)
     return 1
-'''
+"""
 
 
 @pytest.fixture

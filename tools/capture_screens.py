@@ -35,8 +35,9 @@ def mistaken(module: str, name: str) -> str:
 
 
 def save(name: str, renderable, out: Path) -> None:
-    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor",
-                      file=io.StringIO())
+    console = Console(
+        record=True, width=80, force_terminal=True, color_system="truecolor", file=io.StringIO()
+    )
     console.print(renderable)
     (out / f"{name}.txt").write_text(console.export_text(styles=False, clear=False))
     (out / f"{name}.svg").write_text(console.export_svg(title=f"course {name.replace('_', ' ')}"))

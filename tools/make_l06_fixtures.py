@@ -67,8 +67,9 @@ def build() -> dict[str, np.ndarray]:
     torch.manual_seed(SEED)
     arrays: dict[str, np.ndarray] = {"cases": np.array([c[0] for c in CASES])}
     for name, b, t, s, d, h, bias, mask_form in CASES:
-        module = torch.nn.MultiheadAttention(embed_dim=d, num_heads=h, batch_first=True, bias=bias,
-                                             kdim=d, vdim=d, dtype=torch.float64)
+        module = torch.nn.MultiheadAttention(
+            embed_dim=d, num_heads=h, batch_first=True, bias=bias, kdim=d, vdim=d, dtype=torch.float64
+        )
         module.eval()  # no dropout anyway (dropout=0.0); eval makes it explicit
         with torch.no_grad():
             if bias:  # PyTorch starts them at zero: random biases make a forgotten one visible
@@ -89,8 +90,7 @@ def build() -> dict[str, np.ndarray]:
             mask = _random_mask(torch, (b, 1, n_s))
             kwargs["key_padding_mask"] = ~mask[:, 0]  # (B, S), True = padding, ignored
         with torch.no_grad():
-            out, weights = module(x_q, x_kv, x_kv, need_weights=True,
-                                  average_attn_weights=False, **kwargs)
+            out, weights = module(x_q, x_kv, x_kv, need_weights=True, average_attn_weights=False, **kwargs)
         for key, value in module.state_dict().items():
             arrays[f"{name}__{key}"] = value.numpy().copy()
         arrays[f"{name}__n_heads"] = np.array(h)

@@ -40,8 +40,12 @@ class Limits:
         """
         limits = cls()
         text = os.environ.get("COURSE_LIMITS", "")
-        names = {"call": "call_seconds", "import": "import_seconds", "run": "run_seconds",
-                 "memory": "memory_bytes"}
+        names = {
+            "call": "call_seconds",
+            "import": "import_seconds",
+            "run": "run_seconds",
+            "memory": "memory_bytes",
+        }
         changes: dict[str, float | int] = {}
         for entry in filter(None, (part.strip() for part in text.split(","))):
             key, _, raw = entry.partition("=")
@@ -52,8 +56,9 @@ class Limits:
                 if field == "memory_bytes":
                     units = {"K": 1024, "M": 1024**2, "G": 1024**3}
                     raw = raw.strip().upper()
-                    value: float | int = int(float(raw[:-1]) * units[raw[-1]]) if raw[-1:] in units \
-                        else int(raw)
+                    value: float | int = (
+                        int(float(raw[:-1]) * units[raw[-1]]) if raw[-1:] in units else int(raw)
+                    )
                 else:
                     value = float(raw)
             except (ValueError, KeyError):
@@ -126,8 +131,10 @@ def format_learner_error(info: dict) -> str:
     message = info.get("message") or ""
     kind = str(info.get("type", "Error"))
     if syntax and ("codec can't decode" in message or "Non-UTF-8" in message):
-        lines.append(f"{kind}: the file is not valid UTF-8 ({message}). Save it as UTF-8 "
-                     "(your editor's encoding setting).")
+        lines.append(
+            f"{kind}: the file is not valid UTF-8 ({message}). Save it as UTF-8 "
+            "(your editor's encoding setting)."
+        )
     elif syntax:
         lines.append(f"{kind}: {message}")
     else:  # preceded by the learner's own frames, so it reads as their exception
@@ -162,8 +169,13 @@ class LearnerModule:
     learner's code changed in place.
     """
 
-    def __init__(self, source_dir: Path, module: str, limits: Limits | None = None,
-                 spare: tuple[Worker, Path] | None = None) -> None:
+    def __init__(
+        self,
+        source_dir: Path,
+        module: str,
+        limits: Limits | None = None,
+        spare: tuple[Worker, Path] | None = None,
+    ) -> None:
         """``spare``: a blank worker started ahead of time and its scratch folder, adopted
         (and removed at close) by this module."""
         self.source_dir = Path(source_dir).resolve()
@@ -197,8 +209,10 @@ class LearnerModule:
 
     def _deadline(self, seconds: float, what: str) -> float:
         if time.monotonic() >= self.deadline:
-            raise LearnerTimeout(f"Not run: the whole check went over its {self.limits.run_seconds:g} s"
-                                 " limit before it got here.")
+            raise LearnerTimeout(
+                f"Not run: the whole check went over its {self.limits.run_seconds:g} s"
+                " limit before it got here."
+            )
         return min(time.monotonic() + seconds, self.deadline)
 
     def import_report(self) -> dict:
@@ -212,9 +226,11 @@ class LearnerModule:
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
-            raise LearnerTimeout(f"Importing {self.module}.py took longer than "
-                                 f"{self.limits.import_seconds:g} s: is there a loop or a long "
-                                 f"computation at the top level of a file?{where}") from None
+            raise LearnerTimeout(
+                f"Importing {self.module}.py took longer than "
+                f"{self.limits.import_seconds:g} s: is there a loop or a long "
+                f"computation at the top level of a file?{where}"
+            ) from None
         except (EOFError, protocol.ProtocolError):
             message = worker.death_message(self.source_dir)
             self._retire(worker)
@@ -227,8 +243,9 @@ class LearnerModule:
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any:
         if name in self.timed_out:
-            raise LearnerTimeout(f"Not run: an earlier call to {name} went over the "
-                                 f"{self.limits.call_seconds:g} s limit.")
+            raise LearnerTimeout(
+                f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit."
+            )
         report = self.import_report()
         if not report.get("ok"):
             raise ImportFailed(format_learner_error(report["error"]), report["error"])
@@ -236,11 +253,19 @@ class LearnerModule:
         assert worker is not None
         arrays: list[np.ndarray] = []
         labels: list[str] = []
-        header = {"op": "call", "function": name, "trace": trace,
-                  "args": {"t": [protocol.encode(arg, arrays, 1, labels, f"argument {i + 1}")
-                                 for i, arg in enumerate(args)]},
-                  "kwargs": {"d": {key: protocol.encode(arg, arrays, 1, labels, key)
-                                   for key, arg in kwargs.items()}}}
+        header = {
+            "op": "call",
+            "function": name,
+            "trace": trace,
+            "args": {
+                "t": [
+                    protocol.encode(arg, arrays, 1, labels, f"argument {i + 1}") for i, arg in enumerate(args)
+                ]
+            },
+            "kwargs": {
+                "d": {key: protocol.encode(arg, arrays, 1, labels, key) for key, arg in kwargs.items()}
+            },
+        }
         deadline = self._deadline(self.limits.call_seconds, name)
         try:
             worker.send(header, arrays)
@@ -249,8 +274,10 @@ class LearnerModule:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
             self.timed_out.add(name)
-            raise LearnerTimeout(f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
-                                 f" look for a loop that never ends.{where}") from None
+            raise LearnerTimeout(
+                f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
+                f" look for a loop that never ends.{where}"
+            ) from None
         except (EOFError, BrokenPipeError, protocol.ProtocolError):
             message = worker.death_message(self.source_dir)
             self._retire(worker)
@@ -260,8 +287,10 @@ class LearnerModule:
         if not response.get("ok"):
             raise self._problem(response.get("error") or {}, name)
         mutated = response.get("mutated", [])
-        self.mutated = [labels[i] if isinstance(i, int) and 0 <= i < len(labels) else "an input"
-                        for i in (mutated if isinstance(mutated, list) else [])]
+        self.mutated = [
+            labels[i] if isinstance(i, int) and 0 <= i < len(labels) else "an input"
+            for i in (mutated if isinstance(mutated, list) else [])
+        ]
         return protocol.decode(response["result"], out)
 
     def _problem(self, info: dict, name: str) -> LearnerProblem:
@@ -270,12 +299,15 @@ class LearnerModule:
             if origin and origin != self.module:
                 return DependencyNotReady(
                     f"{name} calls {info['frames'][-1]['function']} from your {origin}.py, which "
-                    f"still raises NotImplementedError: finish that lesson first.", origin)
+                    f"still raises NotImplementedError: finish that lesson first.",
+                    origin,
+                )
             return NotStarted(f"{name} still raises NotImplementedError.")
         if info.get("type") == "MemoryError":
             limit = self.limits.memory_bytes / 1024**3
-            return LearnerError(f"{name} ran out of memory (the limit is {limit:g} GiB).\n"
-                                + format_learner_error(info))
+            return LearnerError(
+                f"{name} ran out of memory (the limit is {limit:g} GiB).\n" + format_learner_error(info)
+            )
         return LearnerError(format_learner_error(info), info)
 
     def output(self, limit: int = 2000) -> str:
@@ -289,9 +321,12 @@ class LearnerModule:
                     text += handle.read().decode("utf-8", "replace")
             except OSError:
                 pass
-        text = re.sub(r"(?:Fatal Python error: .*\n\n)?(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) "
-                      r"\(most recent call first\):\n(?:  File .*\n)*(?:\n?Extension modules: .*\n)?",
-                      "", text)
+        text = re.sub(
+            r"(?:Fatal Python error: .*\n\n)?(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) "
+            r"\(most recent call first\):\n(?:  File .*\n)*(?:\n?Extension modules: .*\n)?",
+            "",
+            text,
+        )
         return text[-limit:]
 
     def close(self) -> None:

@@ -17,8 +17,10 @@ import numpy as np
 from course.catalog import Lesson
 from course.engine import client
 
-BANNER = ("DEBUG RUN, NOT A GRADE: your code runs inside the test process, print() and "
-          "breakpoint() work, nothing is recorded. `course check` without --debug grades.")
+BANNER = (
+    "DEBUG RUN, NOT A GRADE: your code runs inside the test process, print() and "
+    "breakpoint() work, nothing is recorded. `course check` without --debug grades."
+)
 
 
 class InProcessModule:
@@ -45,8 +47,9 @@ class InProcessModule:
                 raise client.NotStarted(f"{name} still raises NotImplementedError.") from exc
             finally:
                 current = dict(arrays)
-                self.mutated = [label for label, old in before
-                                if not np.array_equal(current[label], old, equal_nan=True)]
+                self.mutated = [
+                    label for label, old in before if not np.array_equal(current[label], old, equal_nan=True)
+                ]
 
         return call
 
@@ -71,7 +74,19 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
     print(BANNER, flush=True)
     learner = InProcessModule(Path(source_dir).resolve(), lesson.module)
     test_file = lesson.grading_tests
-    args = [str(test_file), "-c", str(TRUSTED_INI), "--rootdir", str(test_file.parent),
-            "--import-mode=importlib", "-p", "no:cacheprovider", "-s", "-x", "--tb=short",
-            "-q", *(extra or [])]
+    args = [
+        str(test_file),
+        "-c",
+        str(TRUSTED_INI),
+        "--rootdir",
+        str(test_file.parent),
+        "--import-mode=importlib",
+        "-p",
+        "no:cacheprovider",
+        "-s",
+        "-x",
+        "--tb=short",
+        "-q",
+        *(extra or []),
+    ]
     return int(pytest.main(args, plugins=[DebugPlugin(), plugin_module]))

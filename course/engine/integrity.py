@@ -29,8 +29,11 @@ def digest(path: Path) -> str:
 
 def grading_files(folder: Path) -> dict[str, Path]:
     """The files that make up the grading tests: test modules and their fixtures."""
-    return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.suffix in (".py", ".npz") and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(folder)): p
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix in (".py", ".npz") and "__pycache__" not in p.parts
+    }
 
 
 @dataclass
@@ -55,8 +58,9 @@ def trusted(test_file: Path) -> TrustedTests:
         return TrustedTests(test_file, [])  # no manifest: a maintainer's tree without one yet
     folder = resources.data_dir("grading")
     present = grading_files(folder)
-    modified = sorted(name for name, sha in expected.items()
-                      if name not in present or digest(present[name]) != sha)
+    modified = sorted(
+        name for name, sha in expected.items() if name not in present or digest(present[name]) != sha
+    )
     modified += sorted(name for name in present if name not in expected)
     if not modified or not PRISTINE.is_file():
         return TrustedTests(test_file, modified)
@@ -73,8 +77,10 @@ def trusted(test_file: Path) -> TrustedTests:
 def write_manifest() -> list[str]:
     """Record the current grading folder as pristine (maintainers only); returns its files."""
     files = grading_files(resources.data_dir("grading"))
-    MANIFEST.write_text(json.dumps({name: digest(path) for name, path in files.items()},
-                                   indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    MANIFEST.write_text(
+        json.dumps({name: digest(path) for name, path in files.items()}, indent=1, sort_keys=True) + "\n",
+        encoding="utf-8",
+    )
     with zipfile.ZipFile(PRISTINE, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, path in files.items():
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible bytes

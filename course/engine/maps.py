@@ -19,8 +19,15 @@ from course.engine import client
 
 TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 T = len(TOKENS)
-LESSONS_WITH_MAPS = ("l03_attention", "l04_masks", "l05_heads", "l06_multi_head",
-                     "l07_why_heads", "l08_gqa", "l09_kv_cache")
+LESSONS_WITH_MAPS = (
+    "l03_attention",
+    "l04_masks",
+    "l05_heads",
+    "l06_multi_head",
+    "l07_why_heads",
+    "l08_gqa",
+    "l09_kv_cache",
+)
 VOCABULARY = ("the", "cat", "sat", "on", "mat")
 
 
@@ -65,13 +72,24 @@ def _example(lesson: str) -> dict:
     causal = np.tril(np.ones((T, T), dtype=bool))
     d, h, g = 8, (1 if lesson in ("l03_attention", "l04_masks") else 4), 2
     x = rng.standard_normal((1, T, d))
-    params = {"w_q": rng.standard_normal((d, d)), "w_k": rng.standard_normal((d, d)),
-              "w_v": rng.standard_normal((d, d)), "w_o": rng.standard_normal((d, d))}
+    params = {
+        "w_q": rng.standard_normal((d, d)),
+        "w_k": rng.standard_normal((d, d)),
+        "w_v": rng.standard_normal((d, d)),
+        "w_o": rng.standard_normal((d, d)),
+    }
     if lesson in ("l08_gqa", "l09_kv_cache"):
         params["w_k"], params["w_v"] = params["w_k"][:, : g * d // h], params["w_v"][:, : g * d // h]
-    return {"x": x, "params": params, "causal": causal, "h": h, "g": g,
-            "q": rng.standard_normal((1, T, 4)), "k": rng.standard_normal((1, T, 4)),
-            "v": rng.standard_normal((1, T, 4))}
+    return {
+        "x": x,
+        "params": params,
+        "causal": causal,
+        "h": h,
+        "g": g,
+        "q": rng.standard_normal((1, T, 4)),
+        "k": rng.standard_normal((1, T, 4)),
+        "v": rng.standard_normal((1, T, 4)),
+    }
 
 
 def _reference(lesson: str, e: dict) -> tuple[np.ndarray, list[int] | None]:
@@ -125,12 +143,13 @@ def _decoded_weights(e: dict, step: object) -> np.ndarray:
     cache_k = cache_v = np.zeros((1, g, 0, k_width))
     weights = np.zeros((h, T, T))
     for t in range(T):
-        _, cache_k, cache_v = step(x[:, t: t + 1], cache_k, cache_v, p, h, g)  # type: ignore[operator]
+        _, cache_k, cache_v = step(x[:, t : t + 1], cache_k, cache_v, p, h, g)  # type: ignore[operator]
         if not isinstance(cache_k, np.ndarray) or cache_k.shape != (1, g, t + 1, k_width):
             raise client.LearnerError(
                 f"after token {t} the cache_k has shape {getattr(cache_k, 'shape', None)}; "
-                f"expected (B, G, S, K) = {(1, g, t + 1, k_width)}.")
-        q = _heads(_projected(x[:, t: t + 1], p, "q"), h)  # (1, H, 1, K)
+                f"expected (B, G, S, K) = {(1, g, t + 1, k_width)}."
+            )
+        q = _heads(_projected(x[:, t : t + 1], p, "q"), h)  # (1, H, 1, K)
         keys = cache_k[:, [i // (h // g) for i in range(h)]]  # (1, H, t+1, K)
         weights[:, t, : t + 1] = _reference_attention(q, keys, np.ones((1, t + 1), bool))[0, :, 0]
     return weights
@@ -156,13 +175,13 @@ def _learner(lesson: str, e: dict, module: client.LearnerModule) -> np.ndarray:
         want = (1, h, T, x.shape[-1] // h)
         for name, value in (("q", q), ("k", k)):
             if not isinstance(value, np.ndarray) or value.shape != want:
-                raise client.LearnerError(f"split_heads({name}, {h}) did not return a "
-                                          f"{want} array.")
+                raise client.LearnerError(f"split_heads({name}, {h}) did not return a {want} array.")
         return _reference_attention(q, k, e["causal"])[0]
     elif lesson == "l07_why_heads":
         params = module.two_head_weights(len(VOCABULARY), T)
         if not isinstance(params, dict) or not all(
-                isinstance(params.get(f"w_{n}"), np.ndarray) for n in "qk"):
+            isinstance(params.get(f"w_{n}"), np.ndarray) for n in "qk"
+        ):
             raise client.LearnerError("two_head_weights did not return a dict with w_q and w_k.")
         x = _two_head_inputs()
         q, k = _heads(_projected(x, params, "q"), 2), _heads(_projected(x, params, "k"), 2)
@@ -172,8 +191,7 @@ def _learner(lesson: str, e: dict, module: client.LearnerModule) -> np.ndarray:
     elif lesson == "l06_multi_head":
         _, weights = module.multi_head_attention(e["x"], e["x"], e["params"], e["h"], e["causal"])
     else:
-        _, weights = module.grouped_query_attention(e["x"], e["x"], e["params"], e["h"], e["g"],
-                                                    e["causal"])
+        _, weights = module.grouped_query_attention(e["x"], e["x"], e["params"], e["h"], e["g"], e["causal"])
     weights = np.asarray(weights, dtype=np.float64)
     return weights.reshape(-1, T, T) if weights.size % (T * T) == 0 else weights
 
@@ -216,8 +234,10 @@ def attention_maps(lesson: Lesson, source_dir: Path) -> AttentionMaps:
     finally:
         module.close()
     if maps.learner is not None and maps.learner.shape != maps.reference.shape:
-        maps.problem = (f"Your weights have shape {maps.learner.shape}; the map needs "
-                        f"{maps.reference.shape} (heads, queries, keys).")
+        maps.problem = (
+            f"Your weights have shape {maps.learner.shape}; the map needs "
+            f"{maps.reference.shape} (heads, queries, keys)."
+        )
         maps.learner = None
     if maps.learner is not None:
         maps.flags = flag_rows(maps.learner, maps.allowed)

@@ -26,8 +26,9 @@ class Misconception:
 def load() -> tuple[Misconception, ...]:
     with open(REGISTRY, "rb") as handle:
         entries = tomllib.load(handle)["misconception"]
-    return tuple(Misconception(e["id"], e["name"], e["fix"], tuple(e["matches"]), e["example"])
-                 for e in entries)
+    return tuple(
+        Misconception(e["id"], e["name"], e["fix"], tuple(e["matches"]), e["example"]) for e in entries
+    )
 
 
 def find(mistake: str) -> Misconception | None:

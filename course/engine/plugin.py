@@ -53,8 +53,11 @@ def classify(exc: BaseException) -> tuple[str, str]:
         if notes:
             message += "\n" + notes[0].strip()
         return FAILED, message
-    return ERROR, f"The grader itself hit a problem ({type(exc).__name__}: {message}). " \
-                  "Please report it; it is not your fault."
+    return (
+        ERROR,
+        f"The grader itself hit a problem ({type(exc).__name__}: {message}). "
+        "Please report it; it is not your fault.",
+    )
 
 
 LEARNER = pytest.StashKey[object]()
@@ -124,8 +127,7 @@ class GradingPlugin:
             raise self.blocked[record.exercise]
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo) -> pytest.TestReport:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Record the check and return a lean report: pytest's own would format a full
         traceback for every failure, which costs more than running most checks."""
         record = self.records.get(item.nodeid)
@@ -151,5 +153,14 @@ class GradingPlugin:
         elif excinfo is not None:
             outcome, longrepr = "failed", f"{excinfo.typename}: {excinfo.value}"[:2000]
         when = cast(Literal["setup", "call", "teardown"], call.when)
-        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
-                                 duration=call.duration, start=call.start, stop=call.stop)
+        return pytest.TestReport(
+            item.nodeid,
+            item.location,
+            {},
+            outcome,
+            longrepr,
+            when,
+            duration=call.duration,
+            start=call.start,
+            stop=call.stop,
+        )

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from course.engine.client import Limits
 
 # -I ignores PYTHONPATH and the current folder, so the worker is told where the course lives.
-_BOOT = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
-         "from course.engine.worker import main; sys.exit(main(sys.argv[1:]))")
+_BOOT = (
+    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+    "from course.engine.worker import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 class Worker:
@@ -38,16 +40,21 @@ class Worker:
         self._buffer = b""
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        env = dict(
+            os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
+        )
         handle, name = tempfile.mkstemp(prefix="output-", dir=scratch)
         os.close(handle)  # reopened below as the worker's stdout; never leak the descriptor
         self.output_path = Path(name)
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read), str(response_write)],
-                pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL,
-                stdout=output, stderr=subprocess.STDOUT, cwd=scratch, env=env,
+                pass_fds=(request_read, response_write),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=scratch,
+                env=env,
                 start_new_session=True,
             )
         os.close(request_read)
@@ -57,8 +64,15 @@ class Worker:
     def load(self, source_dir: Path, module: str, limits: Limits) -> None:
         """Ask the worker to limit its memory and import ``module`` from ``source_dir``."""
         self.module = module
-        self.send({"op": "load", "source_dir": str(source_dir), "module": module,
-                   "memory_bytes": limits.memory_bytes}, [])
+        self.send(
+            {
+                "op": "load",
+                "source_dir": str(source_dir),
+                "module": module,
+                "memory_bytes": limits.memory_bytes,
+            },
+            [],
+        )
 
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
@@ -93,13 +107,15 @@ class Worker:
         if code < 0:
             name = signal.Signals(-code).name
             if name == "SIGSEGV":
-                where = _learner_line(self._output_since(0)[-20_000:], source_dir) \
-                    if source_dir else ""
-                return ("Your code crashed the Python process (segmentation fault)."
-                        + where.replace(" It was busy in", " It crashed in"))
+                where = _learner_line(self._output_since(0)[-20_000:], source_dir) if source_dir else ""
+                return "Your code crashed the Python process (segmentation fault)." + where.replace(
+                    " It was busy in", " It crashed in"
+                )
             return f"The Python process running your code was killed by {name}."
-        return (f"Your code ended the Python process (exit code {code}) instead of returning "
-                "a value. Remove sys.exit / os._exit / quit calls from your lesson files.")
+        return (
+            f"Your code ended the Python process (exit code {code}) instead of returning "
+            "a value. Remove sys.exit / os._exit / quit calls from your lesson files."
+        )
 
     def where_busy(self, source_dir: Path) -> str:
         """Where a worker that overran its time is: ask it for a stack dump (faulthandler,
@@ -146,7 +162,7 @@ class Worker:
 
 
 def _learner_line(dump: str, source_dir: Path) -> str:
-    """" It was busy in FILE, line N: CODE" for the innermost learner frame of a faulthandler
+    """ " It was busy in FILE, line N: CODE" for the innermost learner frame of a faulthandler
     dump (most recent call first), or ''."""
     for path, line in re.findall(r'File "([^"]+)", line (\d+)', dump):
         if Path(path).parent == source_dir:

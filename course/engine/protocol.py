@@ -25,7 +25,14 @@ import numpy as np
 
 # Taken once, at import: learner code in the worker may later replace numpy's attributes.
 _ndarray, _generic, _asarray, _frombuffer, _dtype, _prod, _int64 = (
-    np.ndarray, np.generic, np.asarray, np.frombuffer, np.dtype, np.prod, np.int64)
+    np.ndarray,
+    np.generic,
+    np.asarray,
+    np.frombuffer,
+    np.dtype,
+    np.prod,
+    np.int64,
+)
 
 MAX_HEADER = 16 * 1024 * 1024
 MAX_ARRAY = 512 * 1024 * 1024
@@ -48,13 +55,15 @@ class Opaque:
         return f"<{self.type_name}: {self.text}>"
 
 
-def encode(value: Any, arrays: list[np.ndarray], depth: int = 0,
-           labels: list[str] | None = None, path: str = "value") -> Any:
+def encode(
+    value: Any, arrays: list[np.ndarray], depth: int = 0, labels: list[str] | None = None, path: str = "value"
+) -> Any:
     """Tag ``value`` for JSON, appending any arrays it holds to ``arrays``.
 
     When ``labels`` is given, each array's place in ``value`` (``path``, ``path[1]``,
     ``path['w_q']``) is appended to it, so the grader can name an argument precisely.
     """
+
     def add(array: np.ndarray) -> int:
         arrays.append(array)
         if labels is not None:
@@ -73,16 +82,21 @@ def encode(value: Any, arrays: list[np.ndarray], depth: int = 0,
         return {"v": value}
     if depth < MAX_DEPTH and isinstance(value, (tuple, list)) and len(value) <= MAX_ITEMS:
         tag = "t" if isinstance(value, tuple) else "l"
-        return {tag: [encode(item, arrays, depth + 1, labels, f"{path}[{i}]")
-                      for i, item in enumerate(value)]}
+        return {
+            tag: [encode(item, arrays, depth + 1, labels, f"{path}[{i}]") for i, item in enumerate(value)]
+        }
     if (
         depth < MAX_DEPTH
         and isinstance(value, dict)
         and len(value) <= MAX_ITEMS
         and all(isinstance(key, str) for key in value)
     ):
-        return {"d": {key: encode(item, arrays, depth + 1, labels, f"{path}[{key!r}]")
-                      for key, item in value.items()}}
+        return {
+            "d": {
+                key: encode(item, arrays, depth + 1, labels, f"{path}[{key!r}]")
+                for key, item in value.items()
+            }
+        }
     return describe(value)
 
 

@@ -76,11 +76,15 @@ class LessonResult:
     @classmethod
     def from_dict(cls, data: dict) -> LessonResult:
         """Inverse of ``to_dict`` (the warm grader sends results as JSON)."""
-        exercises = [ExerciseResult(e["name"], e["status"],
-                                    [CheckResult(**check) for check in e["checks"]])
-                     for e in data["exercises"]]
-        fields = {k: data[k] for k in ("lesson", "status", "message", "note", "output", "uses",
-                                       "notice", "duration") if k in data}
+        exercises = [
+            ExerciseResult(e["name"], e["status"], [CheckResult(**check) for check in e["checks"]])
+            for e in data["exercises"]
+        ]
+        fields = {
+            k: data[k]
+            for k in ("lesson", "status", "message", "note", "output", "uses", "notice", "duration")
+            if k in data
+        }
         return cls(exercises=exercises, **fields)
 
 

@@ -37,33 +37,51 @@ TRUSTED_INI = Path(__file__).with_name("grading.ini")
 def _pytest_args(test_file: Path) -> list[str]:
     return [
         str(test_file),
-        "-c", str(TRUSTED_INI),
-        "--rootdir", str(test_file.parent),
-        "--confcutdir", str(test_file.parent),
+        "-c",
+        str(TRUSTED_INI),
+        "--rootdir",
+        str(test_file.parent),
+        "--confcutdir",
+        str(test_file.parent),
         "--import-mode=importlib",
         "--assert=plain",
-        "-p", "no:cacheprovider",
-        "-p", "no:terminal",
-        "-p", "no:logging",
-        "-p", "no:faulthandler",
-        "-p", "no:doctest",
-        "-p", "no:junitxml",
-        "-p", "no:pastebin",
-        "-p", "no:nose",
-        "-p", "no:unittest",
-        "-p", "no:stepwise",
-        "-p", "no:warnings",
-        "-p", "no:debugging",
-        "-p", "no:unraisableexception",  # these two run gc.collect() twice per session
-        "-p", "no:threadexception",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:terminal",
+        "-p",
+        "no:logging",
+        "-p",
+        "no:faulthandler",
+        "-p",
+        "no:doctest",
+        "-p",
+        "no:junitxml",
+        "-p",
+        "no:pastebin",
+        "-p",
+        "no:nose",
+        "-p",
+        "no:unittest",
+        "-p",
+        "no:stepwise",
+        "-p",
+        "no:warnings",
+        "-p",
+        "no:debugging",
+        "-p",
+        "no:unraisableexception",  # these two run gc.collect() twice per session
+        "-p",
+        "no:threadexception",
     ]
 
 
 def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     """Run pytest in this (trusted) process; returns what pytest printed, for grader bugs only."""
     # The environment must not reconfigure the trusted run (PYTEST_ADDOPTS, plugin autoload).
-    saved = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS",
-                                            "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    saved = {
+        k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    }
     os.environ.pop("PYTEST_ADDOPTS", None)
     os.environ.pop("PYTEST_PLUGINS", None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -75,8 +93,7 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     # pytest (importlib mode) reuses a loaded module of the same name: a test file of the same
     # name elsewhere (the pristine copy, a maintainer's copy) must not be served from the cache.
     cached = sys.modules.get(test_file.stem)
-    if cached is not None and Path(getattr(cached, "__file__", "") or "").resolve() != \
-            test_file.resolve():
+    if cached is not None and Path(getattr(cached, "__file__", "") or "").resolve() != test_file.resolve():
         del sys.modules[test_file.stem]
 
     # Nothing of the grader's may land in the learner's folder: run from the scratch folder,
@@ -100,17 +117,25 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
 
 
 def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
-    exercises = [ExerciseResult(e.name, ERROR, [CheckResult(e.name, ERROR, "Not run.")])
-                 for e in lesson.exercises]
+    exercises = [
+        ExerciseResult(e.name, ERROR, [CheckResult(e.name, ERROR, "Not run.")]) for e in lesson.exercises
+    ]
     return LessonResult(
-        lesson=lesson.module, status=ERROR, exercises=exercises,
+        lesson=lesson.module,
+        status=ERROR,
+        exercises=exercises,
         message=f"{lesson.file_name} is missing from {source_dir}. "
-                f"`course reset {lesson.number}` puts a fresh copy of the lesson there.")
+        f"`course reset {lesson.number}` puts a fresh copy of the lesson there.",
+    )
 
 
-def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None = None,
-          test_file: Path | None = None,
-          spare: tuple[Worker, Path] | None = None) -> LessonResult:
+def grade(
+    lesson: Lesson,
+    source_dir: Path | str,
+    limits: client.Limits | None = None,
+    test_file: Path | None = None,
+    spare: tuple[Worker, Path] | None = None,
+) -> LessonResult:
     """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests.
 
     ``spare`` is a blank worker (and its scratch folder) started ahead of time by the warm
@@ -126,8 +151,11 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
         return _missing_file_result(lesson, source_dir)
     learner = client.LearnerModule(source_dir, lesson.module, limits, spare)  # worker starts now
     plugin = GradingPlugin(learner)
-    tests = integrity.trusted(lesson.grading_tests) if test_file is None else \
-        integrity.TrustedTests(test_file, [])
+    tests = (
+        integrity.trusted(lesson.grading_tests)
+        if test_file is None
+        else integrity.TrustedTests(test_file, [])
+    )
     try:
         printed = _run_pytest(tests.test_file, plugin)
         result = _assemble(lesson, plugin, printed)
@@ -139,9 +167,11 @@ def grade(lesson: Lesson, source_dir: Path | str, limits: client.Limits | None =
     misconceptions.label(result)
     notices = [_encoding_notice(source_dir / lesson.file_name)]
     if tests.modified:
-        notices.append(f"The course's grading tests were modified on this machine "
-                       f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
-                       "that ships with the course.")
+        notices.append(
+            f"The course's grading tests were modified on this machine "
+            f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
+            "that ships with the course."
+        )
     result.notice = " ".join(notice for notice in notices if notice)
     result.duration = time.monotonic() - started
     return result
@@ -156,14 +186,19 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
             by_exercise[record.exercise].append(check)
         else:
             strays.append(record.name)
-    exercises = [ExerciseResult(name, combine([c.status for c in checks]), checks)
-                 for name, checks in by_exercise.items()]
-    result = LessonResult(lesson=lesson.module, status=lesson_status([e.status for e in exercises]),
-                          exercises=exercises)
+    exercises = [
+        ExerciseResult(name, combine([c.status for c in checks]), checks)
+        for name, checks in by_exercise.items()
+    ]
+    result = LessonResult(
+        lesson=lesson.module, status=lesson_status([e.status for e in exercises]), exercises=exercises
+    )
     if plugin.collection_errors or strays or not plugin.records:
         result.status = ERROR
-        result.message = ("The grading tests of this lesson could not be run (a problem of the "
-                          "course, not of your code). Please report it.")
+        result.message = (
+            "The grading tests of this lesson could not be run (a problem of the "
+            "course, not of your code). Please report it."
+        )
         if strays:
             result.message += f" Tests without a known exercise: {', '.join(strays)}."
         result.message += "\n" + (plugin.collection_errors or [printed])[0].strip()
@@ -196,8 +231,10 @@ def _encoding_notice(path: Path) -> str:
         return ""
     except UnicodeDecodeError as error:
         line = path.read_bytes()[: error.start].count(b"\n") + 1
-        return (f"{path.name} is not valid UTF-8 (line {line}); save it as UTF-8 in your "
-                "editor's encoding setting.")
+        return (
+            f"{path.name} is not valid UTF-8 (line {line}); save it as UTF-8 in your "
+            "editor's encoding setting."
+        )
     except OSError:
         return ""
 
@@ -205,8 +242,10 @@ def _encoding_notice(path: Path) -> str:
 def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:
     info = getattr(problem, "info", {}) or {}
     if info.get("type") == "NotImplementedError":
-        return (f"{lesson.file_name} raised NotImplementedError while being imported: "
-                "keep `raise NotImplementedError` inside the functions.\n" + str(problem))
+        return (
+            f"{lesson.file_name} raised NotImplementedError while being imported: "
+            "keep `raise NotImplementedError` inside the functions.\n" + str(problem)
+        )
     if info.get("syntax"):
         return f"{lesson.file_name} has a syntax error, so none of it can run:\n{problem}"
     if isinstance(problem, client.LearnerTimeout):
@@ -218,7 +257,8 @@ def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:
     """One line when a check ran into an earlier lesson's function that is still a stub."""
     for record in plugin.records.values():
         if record.dependency:
-            return (f"This lesson uses your {record.dependency}.py, which is not finished yet: "
-                    f"finish that lesson first (`course check {record.dependency}`).")
+            return (
+                f"This lesson uses your {record.dependency}.py, which is not finished yet: "
+                f"finish that lesson first (`course check {record.dependency}`)."
+            )
     return ""
-

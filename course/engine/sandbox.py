@@ -44,8 +44,9 @@ def confine(writable: str) -> int:
     access = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
     access |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
     if abi >= 6:
-        attr = struct.pack("=QQQ", access, _NET_BIND_TCP | _NET_CONNECT_TCP,
-                           _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL)
+        attr = struct.pack(
+            "=QQQ", access, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+        )
     elif abi >= 4:
         attr = struct.pack("=QQ", access, _NET_BIND_TCP | _NET_CONNECT_TCP)
     else:

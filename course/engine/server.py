@@ -46,8 +46,9 @@ def fingerprint() -> str:
     """A digest of the interpreter and of every course file the grade depends on."""
     from course import resources
 
-    digest = hashlib.sha256(f"{sys.prefix}:{os.path.realpath(sys.executable)}:"
-                            f"{os.environ.get('COURSE_LIMITS', '')}".encode())
+    digest = hashlib.sha256(
+        f"{sys.prefix}:{os.path.realpath(sys.executable)}:{os.environ.get('COURSE_LIMITS', '')}".encode()
+    )
     for folder in (PACKAGE, resources.data_dir("grading")):
         for path in sorted(folder.rglob("*")):
             if path.suffix in (".py", ".toml", ".ini", ".npz") and "__pycache__" not in path.parts:
@@ -73,8 +74,7 @@ def request(module: str, source_dir: Path, timeout: float) -> dict | None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.settimeout(timeout)
             connection.connect(str(socket_path()))
-            connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)})
-                               .encode() + b"\n")
+            connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)}).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
             chunks = []
             while chunk := connection.recv(1 << 16):
@@ -123,10 +123,16 @@ def start_in_background() -> None:
     import subprocess
 
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    subprocess.Popen([sys.executable, "-m", "course.engine.server", str(path)],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
-                     cwd=tempfile.gettempdir())
+    subprocess.Popen(
+        [sys.executable, "-m", "course.engine.server", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+        close_fds=True,
+        cwd=tempfile.gettempdir(),
+    )
 
 
 # -- the serving side ----------------------------------------------------------------------------

@@ -27,39 +27,52 @@ LETTERS = {size: letter for letter, size in SIZES.items()}
 # lesson -> [(point, function whose result it is, expected shape)], in the order of the formula
 EXPECTED = {
     "l05_heads": [
-        ("q after split", "split_heads", "B H T K"), ("concat", "merge_heads", "B T D"),
+        ("q after split", "split_heads", "B H T K"),
+        ("concat", "merge_heads", "B T D"),
     ],
     "l07_why_heads": [
-        ("w_q", "two_head_weights", "D HK"), ("w_k", "two_head_weights", "D HK"),
-        ("w_v", "two_head_weights", "D HK"), ("w_o", "two_head_weights", "HK D"),
+        ("w_q", "two_head_weights", "D HK"),
+        ("w_k", "two_head_weights", "D HK"),
+        ("w_v", "two_head_weights", "D HK"),
+        ("w_o", "two_head_weights", "HK D"),
     ],
     "l06_multi_head": [
-        ("q, k, v after projection", "linear", "B T D"), ("", "linear", "B S D"),
+        ("q, k, v after projection", "linear", "B T D"),
         ("", "linear", "B S D"),
-        ("q, k, v after split", "split_heads", "B H T K"), ("", "split_heads", "B H S K"),
+        ("", "linear", "B S D"),
+        ("q, k, v after split", "split_heads", "B H T K"),
+        ("", "split_heads", "B H S K"),
         ("", "split_heads", "B H S K"),
         ("per-head output", "scaled_dot_product_attention", "B H T K"),
         ("weights", "scaled_dot_product_attention", "B H T S"),
-        ("concat", "merge_heads", "B T D"), ("out", "linear", "B T D"),
+        ("concat", "merge_heads", "B T D"),
+        ("out", "linear", "B T D"),
     ],
     "l08_gqa": [
-        ("q, k, v after projection", "linear", "B T D"), ("", "linear", "B S GK"),
+        ("q, k, v after projection", "linear", "B T D"),
         ("", "linear", "B S GK"),
-        ("q, k, v after split", "split_heads", "B H T K"), ("", "split_heads", "B G S K"),
+        ("", "linear", "B S GK"),
+        ("q, k, v after split", "split_heads", "B H T K"),
+        ("", "split_heads", "B G S K"),
         ("", "split_heads", "B G S K"),
         ("per-head output", "scaled_dot_product_attention", "B H T K"),
         ("weights", "scaled_dot_product_attention", "B H T S"),
-        ("concat", "merge_heads", "B T D"), ("out", "linear", "B T D"),
+        ("concat", "merge_heads", "B T D"),
+        ("out", "linear", "B T D"),
     ],
     "l09_kv_cache": [
-        ("q, k, v of the new token", "linear", "B 1 D"), ("", "linear", "B 1 GK"),
+        ("q, k, v of the new token", "linear", "B 1 D"),
         ("", "linear", "B 1 GK"),
-        ("after split", "split_heads", "B H 1 K"), ("", "split_heads", "B G 1 K"),
+        ("", "linear", "B 1 GK"),
+        ("after split", "split_heads", "B H 1 K"),
         ("", "split_heads", "B G 1 K"),
-        ("keys, values repeated", "repeat_kv", "B H S K"), ("", "repeat_kv", "B H S K"),
+        ("", "split_heads", "B G 1 K"),
+        ("keys, values repeated", "repeat_kv", "B H S K"),
+        ("", "repeat_kv", "B H S K"),
         ("per-head output", "scaled_dot_product_attention", "B H 1 K"),
         ("weights", "scaled_dot_product_attention", "B H 1 S"),
-        ("concat", "merge_heads", "B 1 D"), ("out", "linear", "B 1 D"),
+        ("concat", "merge_heads", "B 1 D"),
+        ("out", "linear", "B 1 D"),
     ],
 }
 
@@ -87,14 +100,27 @@ def _example(lesson: str) -> tuple[str, tuple]:
     rng = np.random.default_rng(5)
     b, t, s, h, k, d, g = (SIZES[x] for x in "BTSHKDG")
     kv_width = d if lesson == "l06_multi_head" else g * k
-    params = {"w_q": rng.standard_normal((d, d)), "w_k": rng.standard_normal((d, kv_width)),
-              "w_v": rng.standard_normal((d, kv_width)), "w_o": rng.standard_normal((d, d))}
+    params = {
+        "w_q": rng.standard_normal((d, d)),
+        "w_k": rng.standard_normal((d, kv_width)),
+        "w_v": rng.standard_normal((d, kv_width)),
+        "w_o": rng.standard_normal((d, d)),
+    }
     if lesson == "l06_multi_head":
-        return "multi_head_attention", (rng.standard_normal((b, t, d)),
-                                        rng.standard_normal((b, s, d)), params, h)
+        return "multi_head_attention", (
+            rng.standard_normal((b, t, d)),
+            rng.standard_normal((b, s, d)),
+            params,
+            h,
+        )
     if lesson == "l08_gqa":
-        return "grouped_query_attention", (rng.standard_normal((b, t, d)),
-                                           rng.standard_normal((b, s, d)), params, h, g)
+        return "grouped_query_attention", (
+            rng.standard_normal((b, t, d)),
+            rng.standard_normal((b, s, d)),
+            params,
+            h,
+            g,
+        )
     cache = rng.standard_normal((b, g, s - 1, k))
     return "decode_step", (rng.standard_normal((b, 1, d)), cache, cache.copy(), params, h, g)
 
@@ -130,8 +156,10 @@ def compare(lesson: str, calls: list[dict]) -> ShapeTrace:
             shown = letters(yours or None, lesson)
             trace.rows.append((point, function, letters(expected, lesson), shown, False))
             if not trace.mismatch:
-                trace.mismatch = (f"{function} gave {letters(yours or None, lesson)} where "
-                                  f"{letters(expected, lesson)} was expected{_why(yours, expected)}")
+                trace.mismatch = (
+                    f"{function} gave {letters(yours or None, lesson)} where "
+                    f"{letters(expected, lesson)} was expected{_why(yours, expected)}"
+                )
     return trace
 
 
@@ -147,8 +175,10 @@ def _direct_calls(lesson: str, module: client.LearnerModule) -> list[dict]:
     rng = np.random.default_rng(5)
     b, t, h, k, d = (SIZES[x] for x in "BTHKD")
     if lesson == "l05_heads":
-        for name, args in (("split_heads", (rng.standard_normal((b, t, d)), h)),
-                           ("merge_heads", (rng.standard_normal((b, h, t, k)),))):
+        for name, args in (
+            ("split_heads", (rng.standard_normal((b, t, d)), h)),
+            ("merge_heads", (rng.standard_normal((b, h, t, k)),)),
+        ):
             try:
                 result = getattr(module, name)(*args)
                 calls.append({"function": name, "result": [_shape_of(result)]})
@@ -160,8 +190,10 @@ def _direct_calls(lesson: str, module: client.LearnerModule) -> list[dict]:
     except client.LearnerProblem:
         return [{"function": "two_head_weights"}]
     if isinstance(params, dict):
-        calls = [{"function": "two_head_weights", "result": [_shape_of(params.get(key))]}
-                 for key in ("w_q", "w_k", "w_v", "w_o")]
+        calls = [
+            {"function": "two_head_weights", "result": [_shape_of(params.get(key))]}
+            for key in ("w_q", "w_k", "w_v", "w_o")
+        ]
     return calls
 
 

@@ -85,8 +85,9 @@ def _shape_in_letters(shape: tuple, expected: tuple, dims: tuple[str, ...]) -> s
 
 
 def _fmt(values: np.ndarray) -> str:
-    return np.array2string(np.asarray(values), precision=4, suppress_small=True, max_line_width=70,
-                           threshold=8, edgeitems=3)
+    return np.array2string(
+        np.asarray(values), precision=4, suppress_small=True, max_line_width=70, threshold=8, edgeitems=3
+    )
 
 
 def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bool:
@@ -94,8 +95,15 @@ def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bo
     if candidate.shape != actual.shape or actual.dtype.kind not in "biufc":
         return False
     with np.errstate(all="ignore"):
-        return bool(np.allclose(actual.astype(np.float64), candidate.astype(np.float64),
-                                rtol=max(rtol, 1e-4), atol=max(atol, 1e-5), equal_nan=True))
+        return bool(
+            np.allclose(
+                actual.astype(np.float64),
+                candidate.astype(np.float64),
+                rtol=max(rtol, 1e-4),
+                atol=max(atol, 1e-5),
+                equal_nan=True,
+            )
+        )
 
 
 def diagnose(actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: float = 1e-9) -> str:
@@ -116,9 +124,17 @@ def diagnose(actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: f
     return ""
 
 
-def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
-                dtype: np.dtype | None = None, rtol: float | None = None,
-                atol: float | None = None, mistakes: Mistakes | None = None) -> None:
+def check_array(
+    actual: Any,
+    expected: np.ndarray,
+    *,
+    what: str,
+    dims: str,
+    dtype: np.dtype | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    mistakes: Mistakes | None = None,
+) -> None:
     """Fail with a learner-facing explanation unless ``actual`` equals ``expected``.
 
     ``what`` names the call (``"linear(x, w, b)"``); ``dims`` gives the expected axes as
@@ -129,8 +145,10 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
     assert len(letters) == expected.ndim, "grader bug: dims and expected disagree"
     want = "(" + ", ".join(letters) + ")" if letters else "a scalar"
     if not isinstance(actual, np.ndarray):
-        raise AssertionError(f"{what} returned {_type_name(actual)}; expected a numpy array of "
-                             f"shape {want} = {expected.shape}.")
+        raise AssertionError(
+            f"{what} returned {_type_name(actual)}; expected a numpy array of "
+            f"shape {want} = {expected.shape}."
+        )
 
     def named(message: str) -> AssertionError:
         return _fail(message, diagnose(actual, mistakes))  # variants computed only on failure
@@ -139,19 +157,23 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
         reads = ""
         if actual.ndim == expected.ndim and sorted(actual.shape) == sorted(expected.shape):
             reads = f", which reads as {_shape_in_letters(actual.shape, expected.shape, letters)}"
-        raise named(f"{what} has the wrong shape: expected {want} = {expected.shape}, "
-                    f"got {actual.shape}{reads}.")
+        raise named(
+            f"{what} has the wrong shape: expected {want} = {expected.shape}, got {actual.shape}{reads}."
+        )
     want_dtype = np.dtype(dtype) if dtype is not None else expected.dtype
     if actual.dtype != want_dtype:
-        raise named(f"{what} returned dtype {actual.dtype}; expected {want_dtype} "
-                    "(keep the dtype of the inputs).")
+        raise named(
+            f"{what} returned dtype {actual.dtype}; expected {want_dtype} (keep the dtype of the inputs)."
+        )
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
         if wrong.any():
             index = tuple(int(i) for i in np.argwhere(wrong)[0])
-            raise named(f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
-                        f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
-                        f"  got:\n{_fmt(actual)}")
+            raise named(
+                f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
+                f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
+                f"  got:\n{_fmt(actual)}"
+            )
         return
     default_rtol, default_atol = tolerances(want_dtype)
     rtol = default_rtol if rtol is None else rtol
@@ -167,11 +189,15 @@ def check_array(actual: Any, expected: np.ndarray, *, what: str, dims: str,
     finite_error = np.where(np.isfinite(error), error, -1.0)
     worst = np.unravel_index(int(np.argmax(np.where(bad_nan, np.inf, finite_error))), error.shape)
     if bad_nan.any():
-        lines.append(f"  {int(bad_nan.sum())} NaN values where numbers were expected "
-                     f"(the first at {[int(i) for i in np.argwhere(bad_nan)[0]]}).")
+        lines.append(
+            f"  {int(bad_nan.sum())} NaN values where numbers were expected "
+            f"(the first at {[int(i) for i in np.argwhere(bad_nan)[0]]})."
+        )
     if np.isfinite(finite_error).any() and finite_error.max() >= 0:
-        lines.append(f"  largest error {finite_error.max():.3g}; {close.mean():.0%} of the values "
-                     f"are close (rtol {rtol:g}, atol {atol:g}).")
+        lines.append(
+            f"  largest error {finite_error.max():.3g}; {close.mean():.0%} of the values "
+            f"are close (rtol {rtol:g}, atol {atol:g})."
+        )
     if expected.ndim:
         row = worst[:-1]
         where = "[" + ", ".join([str(int(i)) for i in row] + [":"]) + "]"
@@ -193,16 +219,20 @@ def check_tuple(result: Any, what: str, names: tuple[str, ...] = ("out", "weight
     else:
         got = _type_name(result)
     listed = ", ".join(names)
-    raise AssertionError(f"{what} returned {got}; it must return the {len(names)} results "
-                         f"({listed}): end with `return {listed}`.")
+    raise AssertionError(
+        f"{what} returned {got}; it must return the {len(names)} results "
+        f"({listed}): end with `return {listed}`."
+    )
 
 
 def check_not_modified(lesson: Any, what: str) -> None:
     """Fail if the learner's last call changed any of its input arrays in place."""
     if lesson.mutated:
-        raise AssertionError(f"{what} changed its input in place ({', '.join(lesson.mutated)}). "
-                             "Functions must leave their inputs untouched: write `x = x - m`, "
-                             "not `x -= m`.")
+        raise AssertionError(
+            f"{what} changed its input in place ({', '.join(lesson.mutated)}). "
+            "Functions must leave their inputs untouched: write `x = x - m`, "
+            "not `x -= m`."
+        )
 
 
 def check_scalar(actual: Any, expected: float, *, what: str, rtol: float = 1e-9) -> None:
@@ -210,14 +240,14 @@ def check_scalar(actual: Any, expected: float, *, what: str, rtol: float = 1e-9)
     if isinstance(actual, np.ndarray) and actual.ndim == 0:
         actual = actual.item()
     if isinstance(actual, bool) or not isinstance(actual, (int, float, np.integer, np.floating)):
-        raise AssertionError(f"{what} returned {_type_name(actual)}; expected the number "
-                             f"{expected}.")
+        raise AssertionError(f"{what} returned {_type_name(actual)}; expected the number {expected}.")
     if not np.isclose(float(actual), float(expected), rtol=rtol, atol=0):
         raise AssertionError(f"{what} returned {actual}; expected {expected}.")
 
 
-def random_array(rng: np.random.Generator, shape: tuple[int, ...],
-                 dtype: Any = np.float64, scale: float = 1.0) -> np.ndarray:
+def random_array(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: Any = np.float64, scale: float = 1.0
+) -> np.ndarray:
     """Standard-normal test data in the requested dtype."""
     return (rng.standard_normal(shape) * scale).astype(dtype)
 

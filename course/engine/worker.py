@@ -55,8 +55,14 @@ def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
     for frame in traceback.extract_tb(tb):
         path = Path(frame.filename)
         if path.parent == source_dir:
-            frames.append({"file": path.name, "line": frame.lineno, "function": frame.name,
-                           "code": (frame.line or "").strip()[:200]})
+            frames.append(
+                {
+                    "file": path.name,
+                    "line": frame.lineno,
+                    "function": frame.name,
+                    "code": (frame.line or "").strip()[:200],
+                }
+            )
     return frames
 
 
@@ -71,16 +77,23 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
         "frames": _learner_frames(exc.__traceback__, source_dir),
     }
     if isinstance(exc, SystemExit):
-        info["message"] = (f"sys.exit({exc.code!r}) was called instead of returning a value; "
-                           "remove it from your file.")[:500]
+        info["message"] = (
+            f"sys.exit({exc.code!r}) was called instead of returning a value; remove it from your file."
+        )[:500]
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         info["type"] = "OutputLimit"
-        info["message"] = (f"Your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
-                           "for one check; look for a print inside a loop.")
+        info["message"] = (
+            f"Your code printed more than {OUTPUT_LIMIT // 2**20} MiB, the limit "
+            "for one check; look for a print inside a loop."
+        )
     if isinstance(exc, SyntaxError):
         path = Path(exc.filename or "")
-        info["syntax"] = {"file": path.name, "line": exc.lineno, "offset": exc.offset,
-                          "text": (exc.text or "").rstrip("\n")[:300]}
+        info["syntax"] = {
+            "file": path.name,
+            "line": exc.lineno,
+            "offset": exc.offset,
+            "text": (exc.text or "").rstrip("\n")[:300],
+        }
         info["message"] = exc.msg
     frames = info["frames"]
     info["origin"] = frames[-1]["file"].removesuffix(".py") if frames else None
@@ -113,8 +126,9 @@ def _record_lesson_calls(module: Any, source_dir: Path, trace: list[dict]) -> li
     for name, value in list(vars(module).items()):
         origin = sys.modules.get(getattr(value, "__module__", "") or "")
         path = getattr(origin, "__file__", None)
-        if not (inspect.isfunction(value) and origin is not module and path
-                and Path(path).parent == source_dir):
+        if not (
+            inspect.isfunction(value) and origin is not module and path and Path(path).parent == source_dir
+        ):
             continue
 
         def recorder(*args: Any, _name: str = name, _real: Any = value, **kwargs: Any) -> Any:
@@ -133,16 +147,24 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     name = header.get("function", "")
     function = getattr(module, name, None)
     if function is None or not callable(function):
-        return {"ok": False, "error": {"type": "MissingFunction", "message": name,
-                                       "frames": [], "origin": None}}, []
+        return {
+            "ok": False,
+            "error": {"type": "MissingFunction", "message": name, "frames": [], "origin": None},
+        }, []
     args = protocol.decode(header["args"], arrays)
     kwargs = protocol.decode(header["kwargs"], arrays)
     before = [a.copy() for a in arrays]
     if inspect.isclass(function):
-        return {"ok": False, "error": {
-            "type": "NotAFunction", "frames": [], "origin": None,
-            "message": f"{name} is a class, not a function: write `def {name}(...)` and return "
-                       "the array."}}, []
+        return {
+            "ok": False,
+            "error": {
+                "type": "NotAFunction",
+                "frames": [],
+                "origin": None,
+                "message": f"{name} is a class, not a function: write `def {name}(...)` and return "
+                "the array.",
+            },
+        }, []
     trace: list[dict] = []
     unwrap = _record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
     try:
@@ -156,12 +178,21 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     for undo in unwrap:
         undo()
     if inspect.isgenerator(result):
-        return {"ok": False, "error": {
-            "type": "NotAFunction", "frames": [], "origin": None,
-            "message": f"{name} is a generator function (it contains `yield`): use `return`, "
-                       "not `yield`, to give back the array."}}, []
-    mutated = [i for i, (a, b) in enumerate(zip(arrays, before, strict=True))
-               if a.shape != b.shape or not _array_equal(a, b, equal_nan=True)]
+        return {
+            "ok": False,
+            "error": {
+                "type": "NotAFunction",
+                "frames": [],
+                "origin": None,
+                "message": f"{name} is a generator function (it contains `yield`): use `return`, "
+                "not `yield`, to give back the array.",
+            },
+        }, []
+    mutated = [
+        i
+        for i, (a, b) in enumerate(zip(arrays, before, strict=True))
+        if a.shape != b.shape or not _array_equal(a, b, equal_nan=True)
+    ]
     out: list[np.ndarray] = []
     try:
         tagged = protocol.encode(result, out)
@@ -194,12 +225,14 @@ def main(argv: list[str]) -> int:
     try:
         module = importlib.import_module(module_name)
         _restore_builtins()
-        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir),
-                        "sandbox": confined}
+        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir), "sandbox": confined}
     except BaseException as exc:  # noqa: BLE001
         _restore_builtins()
-        header = {"ok": False, "error": _describe_error(exc, source_dir),
-                  "lesson_modules": _lesson_modules(source_dir)}
+        header = {
+            "ok": False,
+            "error": _describe_error(exc, source_dir),
+            "lesson_modules": _lesson_modules(source_dir),
+        }
     protocol.write_all(response_fd, protocol.pack(header, []))
 
     while True:

@@ -48,46 +48,68 @@ class TestLinear:
         r = rng(1)
         x, w, b = r.standard_normal((B, T, D)), r.standard_normal((D, D_OUT)), r.standard_normal(D_OUT)
         out = lesson.linear(x, w, b)
-        check_array(out, linear_loop(x, w, b), what="linear(x, w, b)", dims="B T D_out",
-                    mistakes={"w.T was used instead of w": lambda: x @ w.T + b})
+        check_array(
+            out,
+            linear_loop(x, w, b),
+            what="linear(x, w, b)",
+            dims="B T D_out",
+            mistakes={"w.T was used instead of w": lambda: x @ w.T + b},
+        )
 
     def test_linear_small_case_by_hand(self, lesson):
         x = np.array([[1.0, 2.0]])  # (1, 2)
         w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])  # (2, 3)
         b = np.array([10.0, 20.0, 30.0])
         # [1, 2] @ w = [1, 2, 8]; + b = [11, 22, 38]
-        check_array(lesson.linear(x, w, b), np.array([[11.0, 22.0, 38.0]]),
-                    what="linear([[1, 2]], w, b)", dims="T D_out",
-                    mistakes={"the bias b is not added": np.array([[1.0, 2.0, 8.0]])})
+        check_array(
+            lesson.linear(x, w, b),
+            np.array([[11.0, 22.0, 38.0]]),
+            what="linear([[1, 2]], w, b)",
+            dims="T D_out",
+            mistakes={"the bias b is not added": np.array([[1.0, 2.0, 8.0]])},
+        )
 
     def test_linear_adds_the_bias(self, lesson):
         r = rng(2)
         x, w, b = r.standard_normal((B, T, D)), r.standard_normal((D, D_OUT)), r.standard_normal(D_OUT) + 3
-        check_array(lesson.linear(x, w, b), linear_loop(x, w, b), what="linear(x, w, b)",
-                    dims="B T D_out", mistakes={"the bias b is not added": x @ w})
+        check_array(
+            lesson.linear(x, w, b),
+            linear_loop(x, w, b),
+            what="linear(x, w, b)",
+            dims="B T D_out",
+            mistakes={"the bias b is not added": x @ w},
+        )
 
     def test_linear_uses_w_as_stored_not_transposed(self, lesson):
         r = rng(3)
         x, w = r.standard_normal((B, T, D)), r.standard_normal((D, D))  # square: w.T would fit
-        check_array(lesson.linear(x, w), linear_loop(x, w), what="linear(x, w) with a square w",
-                    dims="B T D", mistakes={"w.T was used instead of w (weights are stored "
-                                            "(d_in, d_out) and applied as x @ w)": x @ w.T})
+        check_array(
+            lesson.linear(x, w),
+            linear_loop(x, w),
+            what="linear(x, w) with a square w",
+            dims="B T D",
+            mistakes={
+                "w.T was used instead of w (weights are stored (d_in, d_out) and applied as x @ w)": x @ w.T
+            },
+        )
 
     def test_linear_without_bias(self, lesson):
         r = rng(4)
         x, w = r.standard_normal((T, D)), r.standard_normal((D, D_OUT))
-        check_array(lesson.linear(x, w), linear_loop(x, w), what="linear(x, w) with b=None",
-                    dims="T D_out")
-        check_array(lesson.linear(x, w, None), linear_loop(x, w), what="linear(x, w, None)",
-                    dims="T D_out")
+        check_array(lesson.linear(x, w), linear_loop(x, w), what="linear(x, w) with b=None", dims="T D_out")
+        check_array(lesson.linear(x, w, None), linear_loop(x, w), what="linear(x, w, None)", dims="T D_out")
 
     def test_linear_keeps_float32(self, lesson):
         r = rng(5)
         x = r.standard_normal((B, T, D)).astype(np.float32)
         w = r.standard_normal((D, D_OUT)).astype(np.float32)
         b = r.standard_normal(D_OUT).astype(np.float32)
-        check_array(lesson.linear(x, w, b), linear_loop(x, w, b).astype(np.float32),
-                    what="linear(x, w, b) in float32", dims="B T D_out")
+        check_array(
+            lesson.linear(x, w, b),
+            linear_loop(x, w, b).astype(np.float32),
+            what="linear(x, w, b) in float32",
+            dims="B T D_out",
+        )
 
     def test_linear_leaves_its_inputs_unchanged(self, lesson):
         r = rng(6)
@@ -95,16 +117,24 @@ class TestLinear:
         lesson.linear(x, w, b)
         check_not_modified(lesson, "linear(x, w, b)")
 
-    @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=3), d_in=st.integers(1, 5),
-           d_out=st.integers(1, 5), bias=st.booleans(), seed=st.integers(0, 2**32 - 1))
+    @given(
+        lead=st.lists(st.integers(1, 3), min_size=0, max_size=3),
+        d_in=st.integers(1, 5),
+        d_out=st.integers(1, 5),
+        bias=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_linear_matches_the_loop_for_any_leading_axes(self, lesson, lead, d_in, d_out, bias, seed):
         r = rng(seed)
         x, w = r.standard_normal((*lead, d_in)), r.standard_normal((d_in, d_out))
         b = r.standard_normal(d_out) if bias else None
         dims = " ".join([f"N{i}" for i in range(len(lead))] + ["D_out"])
-        check_array(lesson.linear(x, w, b), linear_loop(x, w, b),
-                    what=f"linear(x, w, b) with x {x.shape}, w {w.shape}, b {None if b is None else b.shape}",
-                    dims=dims)
+        check_array(
+            lesson.linear(x, w, b),
+            linear_loop(x, w, b),
+            what=f"linear(x, w, b) with x {x.shape}, w {w.shape}, b {None if b is None else b.shape}",
+            dims=dims,
+        )
 
 
 # ---------------------------------------------------------------- head_projections
@@ -115,22 +145,31 @@ class TestHeadProjections:
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         out = lesson.head_projections(x, w_heads)
         fused = np.concatenate(list(w_heads), axis=1)
-        check_array(out, heads_loop(x, w_heads), what="head_projections(x, w_heads)",
-                    dims="B H T K",
-                    mistakes={"the heads come out in reverse order":
-                              lambda: heads_loop(x, w_heads)[:, ::-1],
-                              "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
-                              "without a transpose, so positions and heads got mixed":
-                              lambda: (x @ fused).reshape(B, H, T, K)})
+        check_array(
+            out,
+            heads_loop(x, w_heads),
+            what="head_projections(x, w_heads)",
+            dims="B H T K",
+            mistakes={
+                "the heads come out in reverse order": lambda: heads_loop(x, w_heads)[:, ::-1],
+                "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
+                "without a transpose, so positions and heads got mixed": lambda: (x @ fused).reshape(
+                    B, H, T, K
+                ),
+            },
+        )
 
     def test_head_projections_small_case_by_hand(self, lesson):
         x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
         w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])  # head 0 reads d=0, head 1 reads d=1
         expected = np.array([[[[1.0]], [[2.0]]]])  # (1, H=2, 1, K=1)
-        check_array(lesson.head_projections(x, w_heads), expected,
-                    what="head_projections(x=[[[1, 2]]], w_heads picking one feature each)",
-                    dims="B H T K",
-                    mistakes={"the heads come out in reverse order": expected[:, ::-1]})
+        check_array(
+            lesson.head_projections(x, w_heads),
+            expected,
+            what="head_projections(x=[[[1, 2]]], w_heads picking one feature each)",
+            dims="B H T K",
+            mistakes={"the heads come out in reverse order": expected[:, ::-1]},
+        )
 
     def test_head_h_is_x_times_its_own_weight(self, lesson):
         r = rng(11)
@@ -138,9 +177,15 @@ class TestHeadProjections:
         out = lesson.head_projections(x, w_heads)
         check_array(out, heads_loop(x, w_heads), what="head_projections(x, w_heads)", dims="B H T K")
         for h in range(H):
-            check_array(out[:, h], x @ w_heads[h], what=f"head_projections(x, w_heads)[:, {h}]", dims="B T K",
-                        mistakes={f"head {h} holds head {H - 1 - h}'s projection: reversed order":
-                                  x @ w_heads[H - 1 - h]})
+            check_array(
+                out[:, h],
+                x @ w_heads[h],
+                what=f"head_projections(x, w_heads)[:, {h}]",
+                dims="B T K",
+                mistakes={
+                    f"head {h} holds head {H - 1 - h}'s projection: reversed order": x @ w_heads[H - 1 - h]
+                },
+            )
 
     def test_head_projections_keeps_float32_and_inputs(self, lesson):
         r = rng(12)
@@ -148,16 +193,30 @@ class TestHeadProjections:
         w_heads = r.standard_normal((H, D, K)).astype(np.float32)
         out = lesson.head_projections(x, w_heads)
         check_not_modified(lesson, "head_projections(x, w_heads)")
-        check_array(out, heads_loop(x, w_heads).astype(np.float32),
-                    what="head_projections(x, w_heads) in float32", dims="B H T K")
+        check_array(
+            out,
+            heads_loop(x, w_heads).astype(np.float32),
+            what="head_projections(x, w_heads) in float32",
+            dims="B H T K",
+        )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), d=st.integers(1, 5), h=st.integers(1, 4),
-           k=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        d=st.integers(1, 5),
+        h=st.integers(1, 4),
+        k=st.integers(1, 4),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_head_projections_match_the_loop(self, lesson, b, t, d, h, k, seed):
         r = rng(seed)
         x, w_heads = r.standard_normal((b, t, d)), r.standard_normal((h, d, k))
-        check_array(lesson.head_projections(x, w_heads), heads_loop(x, w_heads),
-                    what=f"head_projections(x {x.shape}, w_heads {w_heads.shape})", dims="B H T K")
+        check_array(
+            lesson.head_projections(x, w_heads),
+            heads_loop(x, w_heads),
+            what=f"head_projections(x {x.shape}, w_heads {w_heads.shape})",
+            dims="B H T K",
+        )
 
 
 # ---------------------------------------------------------------- fuse_head_weights
@@ -168,50 +227,69 @@ class TestFuseHeadWeights:
         w_heads = r.standard_normal((H, D, K))
         fused = lesson.fuse_head_weights(w_heads)
         expected = np.concatenate(list(w_heads), axis=1)
-        check_array(fused, expected, what="fuse_head_weights(w_heads)", dims="D HK",
-                    mistakes={"w_heads was reshaped without moving the head axis first, so rows "
-                              "of different heads got mixed": lambda: w_heads.reshape(D, H * K),
-                              "the heads are interleaved (head h in columns h, h+H, ...) instead "
-                              "of in the block h*K:(h+1)*K: move the head axis next to K, not "
-                              "after it": lambda: np.transpose(w_heads, (1, 2, 0)).reshape(D, H * K),
-                              "the heads were stacked along the rows (axis 0) instead of side by "
-                              "side along the columns": lambda: np.concatenate(list(w_heads), 0)})
+        check_array(
+            fused,
+            expected,
+            what="fuse_head_weights(w_heads)",
+            dims="D HK",
+            mistakes={
+                "w_heads was reshaped without moving the head axis first, so rows "
+                "of different heads got mixed": lambda: w_heads.reshape(D, H * K),
+                "the heads are interleaved (head h in columns h, h+H, ...) instead "
+                "of in the block h*K:(h+1)*K: move the head axis next to K, not "
+                "after it": lambda: np.transpose(w_heads, (1, 2, 0)).reshape(D, H * K),
+                "the heads were stacked along the rows (axis 0) instead of side by "
+                "side along the columns": lambda: np.concatenate(list(w_heads), 0),
+            },
+        )
 
     def test_fused_weight_small_case_by_hand(self, lesson):
         w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
         expected = np.array([[1.0, 3.0], [2.0, 4.0]])  # column h is head h
-        check_array(lesson.fuse_head_weights(w_heads), expected,
-                    what="fuse_head_weights(w_heads) with heads [[1], [2]] and [[3], [4]]",
-                    dims="D HK",
-                    mistakes={"w_heads was reshaped without moving the head axis first":
-                              np.array([[1.0, 2.0], [3.0, 4.0]])})
+        check_array(
+            lesson.fuse_head_weights(w_heads),
+            expected,
+            what="fuse_head_weights(w_heads) with heads [[1], [2]] and [[3], [4]]",
+            dims="D HK",
+            mistakes={
+                "w_heads was reshaped without moving the head axis first": np.array([[1.0, 2.0], [3.0, 4.0]])
+            },
+        )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):
         r = rng(21)
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         fused = lesson.fuse_head_weights(w_heads)
-        check_array(fused, np.concatenate(list(w_heads), axis=1),
-                    what="fuse_head_weights(w_heads)", dims="D HK")
+        check_array(
+            fused, np.concatenate(list(w_heads), axis=1), what="fuse_head_weights(w_heads)", dims="D HK"
+        )
         projected = x @ fused
         for h in range(H):
-            check_array(projected[..., h * K:(h + 1) * K], x @ w_heads[h],
-                        what=f"(x @ fused)[..., {h * K}:{(h + 1) * K}] (head {h}'s columns)",
-                        dims="B T K")
+            check_array(
+                projected[..., h * K : (h + 1) * K],
+                x @ w_heads[h],
+                what=f"(x @ fused)[..., {h * K}:{(h + 1) * K}] (head {h}'s columns)",
+                dims="B T K",
+            )
 
     def test_fuse_keeps_float32_and_inputs(self, lesson):
         w_heads = rng(22).standard_normal((H, D, K)).astype(np.float32)
         fused = lesson.fuse_head_weights(w_heads)
         check_not_modified(lesson, "fuse_head_weights(w_heads)")
-        check_array(fused, np.concatenate(list(w_heads), axis=1), what="fuse_head_weights in float32",
-                    dims="D HK")
+        check_array(
+            fused, np.concatenate(list(w_heads), axis=1), what="fuse_head_weights in float32", dims="D HK"
+        )
 
     @given(h=st.integers(1, 4), d=st.integers(1, 5), k=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
     def test_fused_projection_equals_the_head_projections(self, lesson, h, d, k, seed):
         r = rng(seed)
         x, w_heads = r.standard_normal((2, 3, d)), r.standard_normal((h, d, k))
         fused = lesson.fuse_head_weights(w_heads)
-        check_array(fused, np.concatenate(list(w_heads), axis=1),
-                    what=f"fuse_head_weights(w_heads {w_heads.shape})", dims="D HK")
+        check_array(
+            fused,
+            np.concatenate(list(w_heads), axis=1),
+            what=f"fuse_head_weights(w_heads {w_heads.shape})",
+            dims="D HK",
+        )
         split = (x @ fused).reshape(2, 3, h, k).transpose(0, 2, 1, 3)
-        check_array(split, heads_loop(x, w_heads), what="x @ fused, split back into heads",
-                    dims="B H T K")
+        check_array(split, heads_loop(x, w_heads), what="x @ fused, split back into heads", dims="B H T K")

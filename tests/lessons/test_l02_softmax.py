@@ -51,29 +51,46 @@ def logsumexp_loop(x, axis=-1):
 
 
 # ---------------------------------------------------------------- known mistakes
-NO_MAX = ("np.exp(x) was taken without subtracting the maximum first, so it overflowed to inf "
-          "(float64 overflows above x = 709, float32 already above x = 88.7) and inf / inf = NaN")
-NO_MAX_GUARDED = ("np.exp(x) was taken without subtracting the maximum first, so it overflowed "
-                  "to inf or underflowed to 0 (float64: above x = 709 or below -745; float32: "
-                  "already above 88.7 or below -103)")
-MEAN = ("the mean was subtracted instead of the maximum: x - mean can still be hundreds above 0, "
-        "and exp overflowed")
-LSE_NO_MAX = ("np.log(np.sum(np.exp(x))) was computed without taking the maximum out first, so "
-              "exp overflowed to inf or underflowed to 0 (use m + log(sum(exp(x - m))))")
-LSE_KEEPDIMS = ("the axis was kept (keepdims=True): logsumexp reduces it away, as np.sum does; "
-                "drop it at the end with np.squeeze(out, axis)")
-LSE_LOST_AXIS = ("the maximum (kept with keepdims=True) was added to a sum that had already lost "
-                 "the axis, so the two broadcast into a table, e.g. (T,) + (T, 1) -> (T, T)")
-MASKED_NAN = ("a row of all -inf (every key masked) came out NaN; it must be all zeros: replace "
-              "a -inf maximum by 0 before subtracting, and divide only where the sum is > 0")
-LSE_MASKED_NAN = ("a row of all -inf came out NaN; its logsumexp is -inf: replace a -inf maximum "
-                  "by 0 before subtracting (log(0) = -inf then gives the right answer)")
+NO_MAX = (
+    "np.exp(x) was taken without subtracting the maximum first, so it overflowed to inf "
+    "(float64 overflows above x = 709, float32 already above x = 88.7) and inf / inf = NaN"
+)
+NO_MAX_GUARDED = (
+    "np.exp(x) was taken without subtracting the maximum first, so it overflowed "
+    "to inf or underflowed to 0 (float64: above x = 709 or below -745; float32: "
+    "already above 88.7 or below -103)"
+)
+MEAN = (
+    "the mean was subtracted instead of the maximum: x - mean can still be hundreds above 0, "
+    "and exp overflowed"
+)
+LSE_NO_MAX = (
+    "np.log(np.sum(np.exp(x))) was computed without taking the maximum out first, so "
+    "exp overflowed to inf or underflowed to 0 (use m + log(sum(exp(x - m))))"
+)
+LSE_KEEPDIMS = (
+    "the axis was kept (keepdims=True): logsumexp reduces it away, as np.sum does; "
+    "drop it at the end with np.squeeze(out, axis)"
+)
+LSE_LOST_AXIS = (
+    "the maximum (kept with keepdims=True) was added to a sum that had already lost "
+    "the axis, so the two broadcast into a table, e.g. (T,) + (T, 1) -> (T, T)"
+)
+MASKED_NAN = (
+    "a row of all -inf (every key masked) came out NaN; it must be all zeros: replace "
+    "a -inf maximum by 0 before subtracting, and divide only where the sum is > 0"
+)
+LSE_MASKED_NAN = (
+    "a row of all -inf came out NaN; its logsumexp is -inf: replace a -inf maximum "
+    "by 0 before subtracting (log(0) = -inf then gives the right answer)"
+)
 IN_PLACE = "the input was modified in place (x -= m or np.exp(x, out=x))"
-FLOAT64 = ("the float32 input came back as float64: an astype, dtype=float or np.float64 "
-           "somewhere promoted it")
-LOST_AXIS = ("a maximum or a sum lost its axis (taken without keepdims=True, or put back in the "
-             "wrong place with [..., None]), so it no longer lines up with x along that axis; "
-             "keep the axis with keepdims=True while computing")
+FLOAT64 = "the float32 input came back as float64: an astype, dtype=float or np.float64 somewhere promoted it"
+LOST_AXIS = (
+    "a maximum or a sum lost its axis (taken without keepdims=True, or put back in the "
+    "wrong place with [..., None]), so it no longer lines up with x along that axis; "
+    "keep the axis with keepdims=True while computing"
+)
 
 
 def naive_softmax(x, axis=-1, guarded=False):
@@ -95,9 +112,11 @@ def mean_shifted_softmax(x, axis=-1):
 
 
 def overflow_mistakes(x, axis=-1):
-    return {NO_MAX: lambda: naive_softmax(x, axis),
-            NO_MAX_GUARDED: lambda: naive_softmax(x, axis, guarded=True),
-            MEAN: lambda: mean_shifted_softmax(x, axis)}
+    return {
+        NO_MAX: lambda: naive_softmax(x, axis),
+        NO_MAX_GUARDED: lambda: naive_softmax(x, axis, guarded=True),
+        MEAN: lambda: mean_shifted_softmax(x, axis),
+    }
 
 
 def _axis(x, axis):
@@ -110,8 +129,9 @@ def wrong_axis_mistakes(x, axis=-1):
     for other in range(x.ndim):
         if other != _axis(x, axis):
             ignored = " (is the axis argument ignored?)" if other == x.ndim - 1 else ""
-            mistakes[f"softmax normalised along the wrong axis (axis {other} instead of "
-                     f"axis {axis}){ignored}"] = lambda other=other: softmax_loop(x, other)
+            mistakes[
+                f"softmax normalised along the wrong axis (axis {other} instead of axis {axis}){ignored}"
+            ] = lambda other=other: softmax_loop(x, other)
     return mistakes
 
 
@@ -132,27 +152,29 @@ def broadcast_variant(x, axis, max_mode, sum_mode):
 
 
 def keepdims_mistakes(x, axis):
-    how = {"drop": "without keepdims=True",
-           "end": "without keepdims=True and put back as the last axis ([..., None])"}
+    how = {
+        "drop": "without keepdims=True",
+        "end": "without keepdims=True and put back as the last axis ([..., None])",
+    }
     mistakes = {}
     # The maximum alone first, then the sum alone, then both: the first match gets named.
     combos = [(m, "keep") for m in ("drop", "end")] + [("keep", m) for m in ("drop", "end")]
     combos += [(a, b) for a in ("drop", "end") for b in ("drop", "end")]
     for max_mode, sum_mode in combos:
-            parts = []
-            if max_mode != "keep":
-                parts.append(f"the maximum was taken {how[max_mode]}")
-            if sum_mode != "keep":
-                parts.append(f"the sum was taken {how[sum_mode]}")
-            mistakes[" and ".join(parts) + ", so it broadcast against the wrong axis of x"] = (
-                lambda a=max_mode, b=sum_mode: broadcast_variant(x, axis, a, b))
+        parts = []
+        if max_mode != "keep":
+            parts.append(f"the maximum was taken {how[max_mode]}")
+        if sum_mode != "keep":
+            parts.append(f"the sum was taken {how[sum_mode]}")
+        mistakes[" and ".join(parts) + ", so it broadcast against the wrong axis of x"] = (
+            lambda a=max_mode, b=sum_mode: broadcast_variant(x, axis, a, b)
+        )
     return mistakes
 
 
 def softmax_mistakes(x, axis=-1):
     """Every named way a softmax along `axis` goes wrong on this x."""
-    return {**wrong_axis_mistakes(x, axis), **keepdims_mistakes(x, axis),
-            **overflow_mistakes(x, axis)}
+    return {**wrong_axis_mistakes(x, axis), **keepdims_mistakes(x, axis), **overflow_mistakes(x, axis)}
 
 
 def naive_logsumexp(x, axis=-1):
@@ -169,13 +191,16 @@ def lse_lost_axis(x, axis=-1):
 
 
 def logsumexp_mistakes(x, axis=-1):
-    mistakes = {LSE_KEEPDIMS: lambda: np.expand_dims(logsumexp_loop(x, axis), axis),
-                LSE_LOST_AXIS: lambda: lse_lost_axis(x, axis)}
+    mistakes = {
+        LSE_KEEPDIMS: lambda: np.expand_dims(logsumexp_loop(x, axis), axis),
+        LSE_LOST_AXIS: lambda: lse_lost_axis(x, axis),
+    }
     for other in range(x.ndim):
         if other != _axis(x, axis):
             ignored = " (is the axis argument ignored?)" if other == x.ndim - 1 else ""
-            mistakes[f"logsumexp reduced the wrong axis (axis {other} instead of "
-                     f"axis {axis}){ignored}"] = lambda other=other: logsumexp_loop(x, other)
+            mistakes[f"logsumexp reduced the wrong axis (axis {other} instead of axis {axis}){ignored}"] = (
+                lambda other=other: logsumexp_loop(x, other)
+            )
     return mistakes
 
 
@@ -192,8 +217,9 @@ def _unless_expected(variant, expected):
     value = np.asarray(variant() if callable(variant) else variant)
     if value.shape == expected.shape and value.dtype == expected.dtype:
         with np.errstate(all="ignore"):
-            same = np.allclose(value.astype(np.float64), expected.astype(np.float64),
-                               rtol=1e-4, atol=1e-5, equal_nan=True)
+            same = np.allclose(
+                value.astype(np.float64), expected.astype(np.float64), rtol=1e-4, atol=1e-5, equal_nan=True
+            )
         if same:
             raise ValueError("this variant is the right answer here")
     return value
@@ -206,8 +232,7 @@ def check(actual, expected, *, what, dims, mistakes=None, **tolerance):
     named = dict(mistakes or {})
     if expected.dtype == np.float32:
         named.setdefault(FLOAT64, expected.astype(np.float64))
-    named = {name: (lambda v=variant: _unless_expected(v, expected))
-             for name, variant in named.items()}
+    named = {name: (lambda v=variant: _unless_expected(v, expected)) for name, variant in named.items()}
     check_array(actual, expected, what=what, dims=dims, mistakes=named, **tolerance)
 
 
@@ -269,9 +294,13 @@ def reduced_letters(ndim, axis):
 
 # Logits far from 0, with the same layout in every dtype: a row near +1000 (exp overflows),
 # a row near -1000 (exp underflows to 0), and a row that mixes both (its mean is near 0).
-HUGE = np.array([[1000.0, 1001.5, 999.2, 1000.7, 998.4],
-                 [-1000.0, -1001.5, -999.2, -1000.7, -998.4],
-                 [1000.0, -1000.0, 0.0, 999.0, -999.0]])  # (T, S)
+HUGE = np.array(
+    [
+        [1000.0, 1001.5, 999.2, 1000.7, 998.4],
+        [-1000.0, -1001.5, -999.2, -1000.7, -998.4],
+        [1000.0, -1000.0, 0.0, 999.0, -999.0],
+    ]
+)  # (T, S)
 
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3)
 seeds = st.integers(0, 2**32 - 1)
@@ -295,8 +324,13 @@ def pick_axis(ndim, pick):
 class TestSoftmax:
     def test_softmax_keeps_the_shape_b_t_s(self, lesson):
         x = rng(1).standard_normal((B, T, S))
-        check(call(lesson.softmax, x), softmax_loop(x), what="softmax(x)", dims="B T S",
-              mistakes=softmax_mistakes(x))
+        check(
+            call(lesson.softmax, x),
+            softmax_loop(x),
+            what="softmax(x)",
+            dims="B T S",
+            mistakes=softmax_mistakes(x),
+        )
 
     def test_softmax_small_case_by_hand(self, lesson):
         x = np.log(np.array([[1.0, 3.0], [2.0, 2.0]]))
@@ -304,36 +338,63 @@ class TestSoftmax:
         expected = np.array([[0.25, 0.75], [0.5, 0.5]])
         # Over the columns instead (sums 3 and 5): [[1/3, 3/5], [2/3, 2/5]].
         by_column = np.array([[1 / 3, 3 / 5], [2 / 3, 2 / 5]])
-        check(call(lesson.softmax, x), expected, what="softmax(log([[1, 3], [2, 2]]))",
-              dims="T S", mistakes={"softmax normalised along the wrong axis (the columns, axis "
-                                    "0, instead of the rows, axis -1)": by_column,
-                                    **softmax_mistakes(x)})
+        check(
+            call(lesson.softmax, x),
+            expected,
+            what="softmax(log([[1, 3], [2, 2]]))",
+            dims="T S",
+            mistakes={
+                "softmax normalised along the wrong axis (the columns, axis "
+                "0, instead of the rows, axis -1)": by_column,
+                **softmax_mistakes(x),
+            },
+        )
 
     def test_softmax_of_equal_scores_is_uniform(self, lesson):
         x = np.full((T, S), 7.0)  # every score equal: every weight 1/S = 0.2
         # Over the columns instead: every weight 1/T = 1/3.
-        check(call(lesson.softmax, x), np.full((T, S), 0.2), what="softmax(all 7.0)", dims="T S",
-              mistakes={"softmax normalised along the wrong axis (axis 0 instead of axis -1)":
-                        np.full((T, S), 1 / T), **softmax_mistakes(x)})
+        check(
+            call(lesson.softmax, x),
+            np.full((T, S), 0.2),
+            what="softmax(all 7.0)",
+            dims="T S",
+            mistakes={
+                "softmax normalised along the wrong axis (axis 0 instead of axis -1)": np.full((T, S), 1 / T),
+                **softmax_mistakes(x),
+            },
+        )
 
     def test_softmax_is_taken_over_the_last_axis_by_default(self, lesson):
         x = rng(2).standard_normal((T, S)) * 2
-        check(call(lesson.softmax, x), softmax_loop(x, -1), what="softmax(x) of a (T, S) x",
-              dims="T S", mistakes=softmax_mistakes(x, -1))
+        check(
+            call(lesson.softmax, x),
+            softmax_loop(x, -1),
+            what="softmax(x) of a (T, S) x",
+            dims="T S",
+            mistakes=softmax_mistakes(x, -1),
+        )
 
     def test_softmax_along_axis_0_and_axis_1_of_a_t_by_s_input(self, lesson):
         x = rng(3).standard_normal((T, S)) * 2
         for axis in (0, 1, -2):
-            check(call(lesson.softmax, x, axis=axis), softmax_loop(x, axis),
-                  what=f"softmax(x, axis={axis}) of a (T, S) x", dims="T S",
-                  mistakes=softmax_mistakes(x, axis))
+            check(
+                call(lesson.softmax, x, axis=axis),
+                softmax_loop(x, axis),
+                what=f"softmax(x, axis={axis}) of a (T, S) x",
+                dims="T S",
+                mistakes=softmax_mistakes(x, axis),
+            )
 
     def test_softmax_along_every_axis_of_a_b_t_s_input(self, lesson):
         x = rng(4).standard_normal((B, T, S)) * 2
         for axis in (0, 1, 2, -1, -2, -3):
-            check(call(lesson.softmax, x, axis=axis), softmax_loop(x, axis),
-                  what=f"softmax(x, axis={axis}) of a (B, T, S) x", dims="B T S",
-                  mistakes=softmax_mistakes(x, axis))
+            check(
+                call(lesson.softmax, x, axis=axis),
+                softmax_loop(x, axis),
+                what=f"softmax(x, axis={axis}) of a (B, T, S) x",
+                dims="B T S",
+                mistakes=softmax_mistakes(x, axis),
+            )
 
     def test_softmax_keeps_the_axis_of_the_maximum_for_broadcasting(self, lesson):
         # A cube on purpose: a maximum without keepdims=True broadcasts here without an error.
@@ -341,31 +402,51 @@ class TestSoftmax:
         for axis in (None, 0, 1):
             kwargs = {} if axis is None else {"axis": axis}
             axis = -1 if axis is None else axis
-            check(call(lesson.softmax, x, **kwargs), softmax_loop(x, axis),
-                  what=f"softmax(x, axis={axis}) of a (4, 4, 4) x", dims="B T S",
-                  mistakes=softmax_mistakes(x, axis))
+            check(
+                call(lesson.softmax, x, **kwargs),
+                softmax_loop(x, axis),
+                what=f"softmax(x, axis={axis}) of a (4, 4, 4) x",
+                dims="B T S",
+                mistakes=softmax_mistakes(x, axis),
+            )
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float64(self, lesson):
         x = HUGE.copy()
-        check(call(lesson.softmax, x), softmax_loop(x),
-              what="softmax(x) of logits near +1000, near -1000, and mixed", dims="T S",
-              mistakes=softmax_mistakes(x))
-        check(call(lesson.softmax, x.T.copy(), axis=0), softmax_loop(x.T, 0),
-              what="softmax(x, axis=0) of logits near +-1000", dims="S T",
-              mistakes=softmax_mistakes(x.T, 0))
+        check(
+            call(lesson.softmax, x),
+            softmax_loop(x),
+            what="softmax(x) of logits near +1000, near -1000, and mixed",
+            dims="T S",
+            mistakes=softmax_mistakes(x),
+        )
+        check(
+            call(lesson.softmax, x.T.copy(), axis=0),
+            softmax_loop(x.T, 0),
+            what="softmax(x, axis=0) of logits near +-1000",
+            dims="S T",
+            mistakes=softmax_mistakes(x.T, 0),
+        )
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float32(self, lesson):
         x = HUGE.astype(np.float32)
-        check(call(lesson.softmax, x), softmax_loop(x),
-              what="softmax(x) in float32 of logits near +1000, near -1000, and mixed",
-              dims="T S", mistakes=softmax_mistakes(x))
+        check(
+            call(lesson.softmax, x),
+            softmax_loop(x),
+            what="softmax(x) in float32 of logits near +1000, near -1000, and mixed",
+            dims="T S",
+            mistakes=softmax_mistakes(x),
+        )
 
     def test_softmax_in_float32_survives_logits_of_100(self, lesson):
         # float64 would survive exp(100) without the maximum; float32 overflows above 88.7.
         x = (HUGE / 10).astype(np.float32)
-        check(call(lesson.softmax, x), softmax_loop(x),
-              what="softmax(x) in float32 of logits near +100, near -100, and mixed",
-              dims="T S", mistakes=softmax_mistakes(x))
+        check(
+            call(lesson.softmax, x),
+            softmax_loop(x),
+            what="softmax(x) in float32 of logits near +100, near -100, and mixed",
+            dims="T S",
+            mistakes=softmax_mistakes(x),
+        )
 
     def test_softmax_of_an_all_minus_inf_row_is_all_zeros(self, lesson):
         x = rng(6).standard_normal((T, S))
@@ -375,9 +456,13 @@ class TestSoftmax:
         assert not expected[1].any() and expected[2, [0, 2, 4]].sum() == 0
         with_nan = expected.copy()
         with_nan[1] = np.nan
-        check(call(lesson.softmax, x), expected,
-              what="softmax(x) with row 1 all -inf and row 2 partly -inf", dims="T S",
-              mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x)})
+        check(
+            call(lesson.softmax, x),
+            expected,
+            what="softmax(x) with row 1 all -inf and row 2 partly -inf",
+            dims="T S",
+            mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x)},
+        )
 
     def test_softmax_of_an_all_minus_inf_slice_along_axis_0_in_float32(self, lesson):
         x = rng(7).standard_normal((B, T, S)).astype(np.float32)
@@ -386,18 +471,32 @@ class TestSoftmax:
         expected = softmax_loop(x, 0)
         with_nan = expected.astype(np.float64)
         with_nan[:, 1, 3] = np.nan
-        check(call(lesson.softmax, x, axis=0), expected,
-              what="softmax(x, axis=0) in float32 with x[:, 1, 3] all -inf", dims="B T S",
-              mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x, 0)})
+        check(
+            call(lesson.softmax, x, axis=0),
+            expected,
+            what="softmax(x, axis=0) in float32 with x[:, 1, 3] all -inf",
+            dims="B T S",
+            mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x, 0)},
+        )
         whole = np.full((T, S), -INF)
-        check(call(lesson.softmax, whole), np.zeros((T, S)), what="softmax(all -inf)",
-              dims="T S", mistakes={MASKED_NAN: np.full((T, S), np.nan)})
+        check(
+            call(lesson.softmax, whole),
+            np.zeros((T, S)),
+            what="softmax(all -inf)",
+            dims="T S",
+            mistakes={MASKED_NAN: np.full((T, S), np.nan)},
+        )
 
     def test_softmax_keeps_float32_and_float64(self, lesson):
         x64 = rng(8).standard_normal((B, T, S))
         for x in (x64.astype(np.float32), x64):
-            check(call(lesson.softmax, x), softmax_loop(x), what=f"softmax(x) in {x.dtype}",
-                  dims="B T S", mistakes=softmax_mistakes(x))
+            check(
+                call(lesson.softmax, x),
+                softmax_loop(x),
+                what=f"softmax(x) in {x.dtype}",
+                dims="B T S",
+                mistakes=softmax_mistakes(x),
+            )
 
     def test_softmax_leaves_its_input_unchanged(self, lesson):
         x = rng(9).standard_normal((B, T, S)) * 2
@@ -410,12 +509,18 @@ class TestSoftmax:
 
     def test_softmax_matches_the_loop_on_1d_3d_and_4d_scores(self, lesson):
         r = rng(10)
-        for x, dims in ((r.standard_normal(S) * 5, "S"),
-                        (r.standard_normal((B, T, S)) * 5, "B T S"),
-                        (r.standard_normal((B, H, T, S)) * 5, "B H T S")):
-            check(call(lesson.softmax, x), softmax_loop(x),
-                  what=f"softmax(x) with x {x.shape}, scores of spread 5", dims=dims,
-                  mistakes=softmax_mistakes(x))
+        for x, dims in (
+            (r.standard_normal(S) * 5, "S"),
+            (r.standard_normal((B, T, S)) * 5, "B T S"),
+            (r.standard_normal((B, H, T, S)) * 5, "B H T S"),
+        ):
+            check(
+                call(lesson.softmax, x),
+                softmax_loop(x),
+                what=f"softmax(x) with x {x.shape}, scores of spread 5",
+                dims=dims,
+                mistakes=softmax_mistakes(x),
+            )
 
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, dtype=dtypes, seed=seeds)
@@ -423,29 +528,40 @@ class TestSoftmax:
         x = (rng(seed).standard_normal(shape) * scale).astype(dtype)
         axis = pick_axis(x.ndim, pick)
         what = f"softmax(x, axis={axis}) with x {x.shape} {dtype}"
-        out = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape, what,
-                             softmax_mistakes(x, axis))
+        out = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape, what, softmax_mistakes(x, axis))
         sums = np.asarray(out.astype(np.float64).sum(axis=axis))
-        mistakes = {name: (lambda v=v: np.asarray(v()).astype(np.float64).sum(axis=axis))
-                    for name, v in {**wrong_axis_mistakes(x, axis),
-                                    **overflow_mistakes(x, axis)}.items()}
-        check(sums, np.ones(sums.shape), what=f"{what}.sum(axis={axis})",
-              dims=reduced_letters(x.ndim, axis), rtol=1e-5, atol=1e-5, mistakes=mistakes)
+        mistakes = {
+            name: (lambda v=v: np.asarray(v()).astype(np.float64).sum(axis=axis))
+            for name, v in {**wrong_axis_mistakes(x, axis), **overflow_mistakes(x, axis)}.items()
+        }
+        check(
+            sums,
+            np.ones(sums.shape),
+            what=f"{what}.sum(axis={axis})",
+            dims=reduced_letters(x.ndim, axis),
+            rtol=1e-5,
+            atol=1e-5,
+            mistakes=mistakes,
+        )
         assert (out >= 0).all(), f"{what} has negative weights; exp never gives one."
 
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), seed=seeds)
-    def test_softmax_is_unchanged_by_adding_a_constant_to_each_row(self, lesson, shape, pick,
-                                                                   seed):
+    def test_softmax_is_unchanged_by_adding_a_constant_to_each_row(self, lesson, shape, pick, seed):
         r = rng(seed)
         x = r.standard_normal(shape) * 3
         axis = pick_axis(x.ndim, pick)
         c = r.uniform(-1000, 1000, np.max(x, axis=axis, keepdims=True).shape)  # one per row
-        plain = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape,
-                               f"softmax(x, axis={axis})", softmax_mistakes(x, axis))
-        check(call(lesson.softmax, x + c, axis=axis), plain,
-              what=f"softmax(x + c, axis={axis}) (c one constant per row, up to +-1000)",
-              dims=letters(x.ndim), mistakes=softmax_mistakes(x + c, axis))
+        plain = array_of_shape(
+            call(lesson.softmax, x, axis=axis), x.shape, f"softmax(x, axis={axis})", softmax_mistakes(x, axis)
+        )
+        check(
+            call(lesson.softmax, x + c, axis=axis),
+            plain,
+            what=f"softmax(x + c, axis={axis}) (c one constant per row, up to +-1000)",
+            dims=letters(x.ndim),
+            mistakes=softmax_mistakes(x + c, axis),
+        )
 
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, seed=seeds)
@@ -453,8 +569,7 @@ class TestSoftmax:
         x = np.round(rng(seed).standard_normal(shape) * scale, 1)  # rounding makes some ties
         axis = pick_axis(x.ndim, pick)
         what = f"softmax(x, axis={axis}) with x {x.shape}"
-        out = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape, what,
-                             softmax_mistakes(x, axis))
+        out = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape, what, softmax_mistakes(x, axis))
         assert not np.isnan(out).any(), f"{what} contains NaN for finite scores."
         xs, ps = np.moveaxis(x, axis, -1), np.moveaxis(out, axis, -1)
         lower = xs[..., :, None] < xs[..., None, :]
@@ -463,7 +578,8 @@ class TestSoftmax:
         assert not swapped.any(), (
             f"{what} changed the order within a row: a smaller score got a larger weight "
             f"(first at slice index {[int(i) for i in np.argwhere(swapped)[0]]}). softmax is "
-            "increasing: is it taken along the wrong axis?")
+            "increasing: is it taken along the wrong axis?"
+        )
         assert not tied.any(), f"{what} gave equal scores in one row different weights."
 
 
@@ -472,52 +588,89 @@ class TestSoftmax:
 class TestLogsumexp:
     def test_logsumexp_reduces_the_last_axis_away(self, lesson):
         x = rng(20).standard_normal((B, T, S))
-        check(call(lesson.logsumexp, x), logsumexp_loop(x), what="logsumexp(x)", dims="B T",
-              mistakes=lse_mistakes(x))
+        check(
+            call(lesson.logsumexp, x),
+            logsumexp_loop(x),
+            what="logsumexp(x)",
+            dims="B T",
+            mistakes=lse_mistakes(x),
+        )
 
     def test_logsumexp_small_case_by_hand(self, lesson):
         x = np.log(np.array([[1.0, 3.0], [2.0, 6.0]]))
         # exp(x) = [[1, 3], [2, 6]]: row sums 4 and 8, so [log 4, log 8].
         # Column sums instead: 3 and 9, so [log 3, log 9].
-        check(call(lesson.logsumexp, x), np.log([4.0, 8.0]),
-              what="logsumexp(log([[1, 3], [2, 6]]))", dims="T",
-              mistakes={LSE_KEEPDIMS: np.log([[4.0], [8.0]]),
-                        "logsumexp reduced the wrong axis (the columns, axis 0, instead of the "
-                        "rows, axis -1)": np.log([3.0, 9.0]), **lse_mistakes(x)})
+        check(
+            call(lesson.logsumexp, x),
+            np.log([4.0, 8.0]),
+            what="logsumexp(log([[1, 3], [2, 6]]))",
+            dims="T",
+            mistakes={
+                LSE_KEEPDIMS: np.log([[4.0], [8.0]]),
+                "logsumexp reduced the wrong axis (the columns, axis 0, instead of the "
+                "rows, axis -1)": np.log([3.0, 9.0]),
+                **lse_mistakes(x),
+            },
+        )
 
     def test_logsumexp_of_a_1d_array_is_a_scalar(self, lesson):
         x = np.zeros(4)  # log(1 + 1 + 1 + 1) = log 4
-        check(call(lesson.logsumexp, x), np.array(math.log(4)), what="logsumexp(np.zeros(4))",
-              dims="", mistakes={LSE_KEEPDIMS: np.array([math.log(4)])})
+        check(
+            call(lesson.logsumexp, x),
+            np.array(math.log(4)),
+            what="logsumexp(np.zeros(4))",
+            dims="",
+            mistakes={LSE_KEEPDIMS: np.array([math.log(4)])},
+        )
 
     def test_logsumexp_along_axis_0_and_axis_1_of_a_t_by_s_input(self, lesson):
         x = rng(21).standard_normal((T, S)) * 2
         for axis, dims in ((0, "S"), (1, "T"), (-2, "S"), (-1, "T")):
-            check(call(lesson.logsumexp, x, axis=axis), logsumexp_loop(x, axis),
-                  what=f"logsumexp(x, axis={axis}) of a (T, S) x", dims=dims,
-                  mistakes=lse_mistakes(x, axis))
+            check(
+                call(lesson.logsumexp, x, axis=axis),
+                logsumexp_loop(x, axis),
+                what=f"logsumexp(x, axis={axis}) of a (T, S) x",
+                dims=dims,
+                mistakes=lse_mistakes(x, axis),
+            )
 
     def test_logsumexp_along_every_axis_of_a_b_t_s_input(self, lesson):
         x = rng(22).standard_normal((B, T, S)) * 2
         for axis, dims in ((0, "T S"), (1, "B S"), (2, "B T"), (-2, "B S"), (-3, "T S")):
-            check(call(lesson.logsumexp, x, axis=axis), logsumexp_loop(x, axis),
-                  what=f"logsumexp(x, axis={axis}) of a (B, T, S) x", dims=dims,
-                  mistakes=lse_mistakes(x, axis))
+            check(
+                call(lesson.logsumexp, x, axis=axis),
+                logsumexp_loop(x, axis),
+                what=f"logsumexp(x, axis={axis}) of a (B, T, S) x",
+                dims=dims,
+                mistakes=lse_mistakes(x, axis),
+            )
 
     def test_logsumexp_of_logits_around_plus_minus_1000_in_float64(self, lesson):
         x = HUGE.copy()
-        check(call(lesson.logsumexp, x), logsumexp_loop(x),
-              what="logsumexp(x) of logits near +1000, near -1000, and mixed", dims="T",
-              mistakes=lse_mistakes(x))
-        check(call(lesson.logsumexp, x.T.copy(), axis=0), logsumexp_loop(x.T, 0),
-              what="logsumexp(x, axis=0) of logits near +-1000", dims="T",
-              mistakes=lse_mistakes(x.T, 0))
+        check(
+            call(lesson.logsumexp, x),
+            logsumexp_loop(x),
+            what="logsumexp(x) of logits near +1000, near -1000, and mixed",
+            dims="T",
+            mistakes=lse_mistakes(x),
+        )
+        check(
+            call(lesson.logsumexp, x.T.copy(), axis=0),
+            logsumexp_loop(x.T, 0),
+            what="logsumexp(x, axis=0) of logits near +-1000",
+            dims="T",
+            mistakes=lse_mistakes(x.T, 0),
+        )
 
     def test_logsumexp_of_logits_around_plus_minus_1000_and_100_in_float32(self, lesson):
         for x in (HUGE.astype(np.float32), (HUGE / 10).astype(np.float32)):
-            check(call(lesson.logsumexp, x), logsumexp_loop(x),
-                  what=f"logsumexp(x) in float32 of logits near +-{abs(x[2]).max():.0f}",
-                  dims="T", mistakes=lse_mistakes(x))
+            check(
+                call(lesson.logsumexp, x),
+                logsumexp_loop(x),
+                what=f"logsumexp(x) in float32 of logits near +-{abs(x[2]).max():.0f}",
+                dims="T",
+                mistakes=lse_mistakes(x),
+            )
 
     def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf(self, lesson):
         x = rng(23).standard_normal((T, S))
@@ -527,19 +680,32 @@ class TestLogsumexp:
         assert expected[1] == -INF
         with_nan = expected.copy()
         with_nan[1] = np.nan
-        check(call(lesson.logsumexp, x), expected,
-              what="logsumexp(x) with row 1 all -inf and row 2 partly -inf", dims="T",
-              mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x)})
+        check(
+            call(lesson.logsumexp, x),
+            expected,
+            what="logsumexp(x) with row 1 all -inf and row 2 partly -inf",
+            dims="T",
+            mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x)},
+        )
         x32 = x.T.astype(np.float32)  # (S, T): the all -inf slice is now column 1
-        check(call(lesson.logsumexp, x32, axis=0), expected.astype(np.float32),
-              what="logsumexp(x, axis=0) in float32 with column 1 all -inf", dims="T",
-              mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x32, 0)})
+        check(
+            call(lesson.logsumexp, x32, axis=0),
+            expected.astype(np.float32),
+            what="logsumexp(x, axis=0) in float32 with column 1 all -inf",
+            dims="T",
+            mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x32, 0)},
+        )
 
     def test_logsumexp_keeps_float32_and_float64(self, lesson):
         x64 = rng(24).standard_normal((B, T, S))
         for x in (x64.astype(np.float32), x64):
-            check(call(lesson.logsumexp, x), logsumexp_loop(x), what=f"logsumexp(x) in {x.dtype}",
-                  dims="B T", mistakes=lse_mistakes(x))
+            check(
+                call(lesson.logsumexp, x),
+                logsumexp_loop(x),
+                what=f"logsumexp(x) in {x.dtype}",
+                dims="B T",
+                mistakes=lse_mistakes(x),
+            )
 
     def test_logsumexp_leaves_its_input_unchanged(self, lesson):
         x = rng(25).standard_normal((B, T, S)) * 2
@@ -550,11 +716,17 @@ class TestLogsumexp:
 
     def test_logsumexp_matches_the_loop_on_3d_and_4d_scores(self, lesson):
         r = rng(26)
-        for x, dims in ((r.standard_normal((B, T, S)) * 5, "B T"),
-                        (r.standard_normal((B, H, T, S)) * 5, "B H T")):
-            check(call(lesson.logsumexp, x), logsumexp_loop(x),
-                  what=f"logsumexp(x) with x {x.shape}, scores of spread 5", dims=dims,
-                  mistakes=lse_mistakes(x))
+        for x, dims in (
+            (r.standard_normal((B, T, S)) * 5, "B T"),
+            (r.standard_normal((B, H, T, S)) * 5, "B H T"),
+        ):
+            check(
+                call(lesson.logsumexp, x),
+                logsumexp_loop(x),
+                what=f"logsumexp(x) with x {x.shape}, scores of spread 5",
+                dims=dims,
+                mistakes=lse_mistakes(x),
+            )
 
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), seed=seeds)
@@ -565,14 +737,18 @@ class TestLogsumexp:
         c = r.uniform(-1000, 1000, np.max(x, axis=axis, keepdims=True).shape)  # one per row
         reduced, top, n = np.max(x, axis=axis).shape, np.max(x, axis=axis), x.shape[axis]
         what = f"logsumexp(x, axis={axis}) with x {x.shape}"
-        plain = array_of_shape(call(lesson.logsumexp, x, axis=axis), reduced, what,
-                               lse_mistakes(x, axis))
+        plain = array_of_shape(call(lesson.logsumexp, x, axis=axis), reduced, what, lse_mistakes(x, axis))
         # The sum of n exponentials lies between exp(max) and n * exp(max).
         assert (plain >= top - 1e-9).all() and (plain <= top + math.log(n) + 1e-9).all(), (
-            f"{what} is not between max(x) and max(x) + log(n) along the axis (n = {n}).")
-        check(call(lesson.logsumexp, x + c, axis=axis), plain + c.reshape(reduced),
-              what=f"logsumexp(x + c, axis={axis}) (c one constant per row, up to +-1000)",
-              dims=reduced_letters(x.ndim, axis), mistakes=lse_mistakes(x + c, axis))
+            f"{what} is not between max(x) and max(x) + log(n) along the axis (n = {n})."
+        )
+        check(
+            call(lesson.logsumexp, x + c, axis=axis),
+            plain + c.reshape(reduced),
+            what=f"logsumexp(x + c, axis={axis}) (c one constant per row, up to +-1000)",
+            dims=reduced_letters(x.ndim, axis),
+            mistakes=lse_mistakes(x + c, axis),
+        )
 
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, seed=seeds)
@@ -581,8 +757,13 @@ class TestLogsumexp:
         axis = pick_axis(x.ndim, pick)
         what = f"logsumexp(x, axis={axis}) with x {x.shape}"
         lse = call(lesson.logsumexp, x, axis=axis)
-        check(lse, logsumexp_loop(x, axis), what=what, dims=reduced_letters(x.ndim, axis),
-              mistakes=lse_mistakes(x, axis))
+        check(
+            lse,
+            logsumexp_loop(x, axis),
+            what=what,
+            dims=reduced_letters(x.ndim, axis),
+            mistakes=lse_mistakes(x, axis),
+        )
         with np.errstate(all="ignore"):
             weights = np.exp(x - np.expand_dims(lse, axis))
         check(weights, softmax_loop(x, axis), what=f"exp(x - {what})", dims=letters(x.ndim))

@@ -66,50 +66,80 @@ def fully_masked(mask, shape):
 # ---------------------------------------------------------------- classic mistakes, by name
 MISSING_SCALE = "the scores are not scaled: the 1/sqrt(K) factor is missing"
 SCALE_ONE_OVER_K = "the scores are scaled by 1/K instead of 1/sqrt(K)"
-SCALE_SQRT_D = ("the scores are scaled by 1/sqrt(D), D = H*K the model width, instead of "
-                "1/sqrt(K) with K = q.shape[-1] the head width")
-SCALE_SQRT_S = ("the scores are scaled by 1/sqrt(S), S the number of keys, instead of 1/sqrt(K) "
-                "with K = q.shape[-1]")
-SCALE_SQRT_T = ("the scores are scaled by 1/sqrt(T), T the number of queries, instead of "
-                "1/sqrt(K) with K = q.shape[-1]")
-SCALE_SQRT_H = ("the scores are scaled by 1/sqrt(H), H the number of heads, instead of 1/sqrt(K) "
-                "with K = q.shape[-1]")
-SCALE_IGNORED = ("the scale argument was ignored: the default 1/sqrt(K) was used instead of the "
-                 "scale passed in")
-SCALE_NOT_PASSED = ("the scale argument was ignored or not passed on to attention_scores: the "
-                    "default 1/sqrt(K) was used instead of the scale passed in")
-SCALE_ZERO = ("scale=0.0 was treated as if no scale was given (`scale or ...` or `if not scale`): "
-              "test `scale is None` instead")
-NO_TRANSPOSE = ("k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with "
-                "np.swapaxes(k, -1, -2))")
-PROMOTED = ("float32 came back as float64: in numpy 2 multiplying by a numpy float64 such as "
-            "1 / np.sqrt(K) promotes float32 arrays; use math.sqrt (a Python float) or cast back "
-            "with .astype(q.dtype)")
-MASK_FLIPPED = ("mask polarity flipped: True was treated as blocked, but True means may attend "
-                "(put -inf where the mask is False)")
-MASK_AFTER = ("the mask was applied after the softmax (weights zeroed instead of scores set to "
-              "-inf), so the rows no longer sum to 1")
-MASK_MULTIPLIED = ("masked scores were set to 0 (scores * mask) instead of -inf, so blocked keys "
-                   "still get weight")
+SCALE_SQRT_D = (
+    "the scores are scaled by 1/sqrt(D), D = H*K the model width, instead of "
+    "1/sqrt(K) with K = q.shape[-1] the head width"
+)
+SCALE_SQRT_S = (
+    "the scores are scaled by 1/sqrt(S), S the number of keys, instead of 1/sqrt(K) with K = q.shape[-1]"
+)
+SCALE_SQRT_T = (
+    "the scores are scaled by 1/sqrt(T), T the number of queries, instead of 1/sqrt(K) with K = q.shape[-1]"
+)
+SCALE_SQRT_H = (
+    "the scores are scaled by 1/sqrt(H), H the number of heads, instead of 1/sqrt(K) with K = q.shape[-1]"
+)
+SCALE_IGNORED = (
+    "the scale argument was ignored: the default 1/sqrt(K) was used instead of the scale passed in"
+)
+SCALE_NOT_PASSED = (
+    "the scale argument was ignored or not passed on to attention_scores: the "
+    "default 1/sqrt(K) was used instead of the scale passed in"
+)
+SCALE_ZERO = (
+    "scale=0.0 was treated as if no scale was given (`scale or ...` or `if not scale`): "
+    "test `scale is None` instead"
+)
+NO_TRANSPOSE = (
+    "k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with np.swapaxes(k, -1, -2))"
+)
+PROMOTED = (
+    "float32 came back as float64: in numpy 2 multiplying by a numpy float64 such as "
+    "1 / np.sqrt(K) promotes float32 arrays; use math.sqrt (a Python float) or cast back "
+    "with .astype(q.dtype)"
+)
+MASK_FLIPPED = (
+    "mask polarity flipped: True was treated as blocked, but True means may attend "
+    "(put -inf where the mask is False)"
+)
+MASK_AFTER = (
+    "the mask was applied after the softmax (weights zeroed instead of scores set to "
+    "-inf), so the rows no longer sum to 1"
+)
+MASK_MULTIPLIED = (
+    "masked scores were set to 0 (scores * mask) instead of -inf, so blocked keys still get weight"
+)
 MASK_IGNORED = "the mask was ignored"
-MASK_1E9 = ("the masked scores were set to a large negative number like -1e9 instead of -inf: a "
-            "fully masked row then gets uniform weights 1/S instead of all zeros")
-FULLY_MASKED_SUM_TO_ONE = ("fully masked rows got weights that sum to 1 instead of all zeros: the "
-                           "masked scores were set to a large negative number like -1e9 (or to 0) "
-                           "instead of -inf, or the mask was ignored or flipped")
-FULLY_MASKED_UNIFORM = ("a fully masked row got uniform weights 1/S instead of all zeros: the masked "
-                        "scores were set to a large negative number like -1e9 (or to 0) instead of "
-                        "-inf, or the mask was ignored or flipped")
-NAN_ROW = ("a fully masked query row came out as NaN instead of all zeros (-inf - max = NaN when "
-           "the max is -inf too; lesson 2's softmax returns zeros for an all -inf row)")
-WRONG_AXIS = ("the softmax was taken over the wrong axis: over axis {axis} ({letter}) instead of "
-              "the last axis (S, the keys)")
-WEIGHTS_ARE_SCORES = ("the second result holds the scores (before the softmax) instead of the "
-                      "weights")
-WEIGHTS_UNNORMALISED = ("the weights are not normalised: exp(scores) was returned without dividing "
-                        "by the row sum")
-OUT_UNMASKED = ("out was computed from the unmasked weights: the mask must shape out as well as "
-                "the weights (out = masked weights @ v)")
+MASK_1E9 = (
+    "the masked scores were set to a large negative number like -1e9 instead of -inf: a "
+    "fully masked row then gets uniform weights 1/S instead of all zeros"
+)
+FULLY_MASKED_SUM_TO_ONE = (
+    "fully masked rows got weights that sum to 1 instead of all zeros: the "
+    "masked scores were set to a large negative number like -1e9 (or to 0) "
+    "instead of -inf, or the mask was ignored or flipped"
+)
+FULLY_MASKED_UNIFORM = (
+    "a fully masked row got uniform weights 1/S instead of all zeros: the masked "
+    "scores were set to a large negative number like -1e9 (or to 0) instead of "
+    "-inf, or the mask was ignored or flipped"
+)
+NAN_ROW = (
+    "a fully masked query row came out as NaN instead of all zeros (-inf - max = NaN when "
+    "the max is -inf too; lesson 2's softmax returns zeros for an all -inf row)"
+)
+WRONG_AXIS = (
+    "the softmax was taken over the wrong axis: over axis {axis} ({letter}) instead of "
+    "the last axis (S, the keys)"
+)
+WEIGHTS_ARE_SCORES = "the second result holds the scores (before the softmax) instead of the weights"
+WEIGHTS_UNNORMALISED = (
+    "the weights are not normalised: exp(scores) was returned without dividing by the row sum"
+)
+OUT_UNMASKED = (
+    "out was computed from the unmasked weights: the mask must shape out as well as "
+    "the weights (out = masked weights @ v)"
+)
 SWAPPED_RESULTS = "out and weights are returned in the wrong order: return out, weights"
 
 
@@ -122,8 +152,20 @@ def _softmax(x, axis=-1):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def variant(q, k, v, mask=None, scale=None, *, scale_as=None, transpose_k=True, masking="-inf",
-            axis=-1, returned="weights", out_from="masked"):
+def variant(
+    q,
+    k,
+    v,
+    mask=None,
+    scale=None,
+    *,
+    scale_as=None,
+    transpose_k=True,
+    masking="-inf",
+    axis=-1,
+    returned="weights",
+    out_from="masked",
+):
     """(out, weights) of attention done wrong in one named way (vectorised, float64)."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     if scale_as is not None:
@@ -157,15 +199,18 @@ def variant(q, k, v, mask=None, scale=None, *, scale_as=None, transpose_k=True, 
 def scale_mistakes(q, k, v=None, mask=None, part=1):
     """Named wrong scales: part=1 for the weights (or the scores when v is None), 0 for out."""
     n_k, n_t, n_s = q.shape[-1], q.shape[-2], k.shape[-2]
-    scales = {MISSING_SCALE: 1.0, SCALE_ONE_OVER_K: 1.0 / n_k, SCALE_SQRT_S: 1.0 / math.sqrt(n_s),
-              SCALE_SQRT_T: 1.0 / math.sqrt(n_t)}
+    scales = {
+        MISSING_SCALE: 1.0,
+        SCALE_ONE_OVER_K: 1.0 / n_k,
+        SCALE_SQRT_S: 1.0 / math.sqrt(n_s),
+        SCALE_SQRT_T: 1.0 / math.sqrt(n_t),
+    }
     if q.ndim == 4:
         scales[SCALE_SQRT_D] = 1.0 / math.sqrt(q.shape[1] * n_k)
         scales[SCALE_SQRT_H] = 1.0 / math.sqrt(q.shape[1])
     if v is None:
         return {name: (lambda c=c: scores_loop(q, k, c)) for name, c in scales.items()}
-    return {name: (lambda c=c: variant(q, k, v, mask, scale_as=c)[part])
-            for name, c in scales.items()}
+    return {name: (lambda c=c: variant(q, k, v, mask, scale_as=c)[part]) for name, c in scales.items()}
 
 
 def attention_mistakes(q, k, v, mask=None, scale=None, part=1, dims="B T S"):
@@ -184,18 +229,23 @@ def attention_mistakes(q, k, v, mask=None, scale=None, part=1, dims="B T S"):
         name = SCALE_ZERO if scale == 0 else SCALE_NOT_PASSED
         mistakes[name] = named(scale_as=1.0 / math.sqrt(q.shape[-1]))
     if mask is not None:
-        mistakes.update({MASK_FLIPPED: named(masking="flip"), MASK_AFTER: named(masking="after"),
-                         MASK_MULTIPLIED: named(masking="multiply"),
-                         MASK_IGNORED: named(masking="none"),
-                         MASK_1E9: named(masking="-1e9"), NAN_ROW: named(masking="nan")})
+        mistakes.update(
+            {
+                MASK_FLIPPED: named(masking="flip"),
+                MASK_AFTER: named(masking="after"),
+                MASK_MULTIPLIED: named(masking="multiply"),
+                MASK_IGNORED: named(masking="none"),
+                MASK_1E9: named(masking="-1e9"),
+                NAN_ROW: named(masking="nan"),
+            }
+        )
     letters = dims.split()
     for ax in range(q.ndim - 1):
         mistakes[WRONG_AXIS.format(axis=ax - q.ndim, letter=letters[ax])] = named(axis=ax - q.ndim)
     if part == 1:
         mistakes[WEIGHTS_ARE_SCORES] = named(returned="scores")
         mistakes[WEIGHTS_UNNORMALISED] = named(returned="exp")
-        mistakes[WEIGHTS_UNNORMALISED + " (after subtracting the row maximum)"] = named(
-            returned="exp-max")
+        mistakes[WEIGHTS_UNNORMALISED + " (after subtracting the row maximum)"] = named(returned="exp-max")
         mistakes[SWAPPED_RESULTS] = lambda: variant(*args)[0]
     else:
         mistakes[SWAPPED_RESULTS] = lambda: variant(*args)[1]
@@ -215,13 +265,26 @@ def check_attention(result, q, k, v, mask=None, scale=None, *, what, lead="B", d
     dtype = dtype or q.dtype
     dims = f"{lead} T S".strip()
     promoted = dtype == np.float32  # a float64 answer with the right values was promoted
-    check_array(weights, expected_weights.astype(dtype), what=f"the weights of {what}", dims=dims,
-                mistakes={**({PROMOTED: expected_weights} if promoted else {}),
-                          **attention_mistakes(q, k, v, mask, scale, 1, dims)})
-    check_array(out, expected_out.astype(dtype), what=f"the out of {what}",
-                dims=f"{lead} T Kv".strip(),
-                mistakes={**({PROMOTED: expected_out} if promoted else {}),
-                          **attention_mistakes(q, k, v, mask, scale, 0, dims)})
+    check_array(
+        weights,
+        expected_weights.astype(dtype),
+        what=f"the weights of {what}",
+        dims=dims,
+        mistakes={
+            **({PROMOTED: expected_weights} if promoted else {}),
+            **attention_mistakes(q, k, v, mask, scale, 1, dims),
+        },
+    )
+    check_array(
+        out,
+        expected_out.astype(dtype),
+        what=f"the out of {what}",
+        dims=f"{lead} T Kv".strip(),
+        mistakes={
+            **({PROMOTED: expected_out} if promoted else {}),
+            **attention_mistakes(q, k, v, mask, scale, 0, dims),
+        },
+    )
     return out, weights
 
 
@@ -247,65 +310,98 @@ def batch_masks(r, shape, fully_masked_rows=True):
 class TestAttentionScores:
     def test_scores_map_b_t_k_and_b_s_k_to_b_t_s(self, lesson):
         q, k, _ = qkv(rng(1))
-        check_array(lesson.attention_scores(q, k), scores_loop(q, k), what="attention_scores(q, k)",
-                    dims="B T S", mistakes=scale_mistakes(q, k))
+        check_array(
+            lesson.attention_scores(q, k),
+            scores_loop(q, k),
+            what="attention_scores(q, k)",
+            dims="B T S",
+            mistakes=scale_mistakes(q, k),
+        )
 
     def test_scores_small_case_by_hand(self, lesson):
-        q = np.array([[1.0, 1.0, 0.0, 0.0],
-                      [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
-        k = np.array([[1.0, 0.0, 1.0, 0.0],
-                      [2.0, 2.0, 0.0, 0.0],
-                      [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
+        q = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
+        k = np.array([[1.0, 0.0, 1.0, 0.0], [2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
         # q @ k^T = [[1, 4, 0], [2, 0, 8]]; divided by sqrt(4) = 2: [[0.5, 2, 0], [1, 0, 4]]
         expected = np.array([[0.5, 2.0, 0.0], [1.0, 0.0, 4.0]])
-        check_array(lesson.attention_scores(q, k), expected, what="attention_scores(q, k) on the "
-                    "hand-checked (2, 4) q and (3, 4) k", dims="T S",
-                    mistakes={MISSING_SCALE: expected * 2, SCALE_ONE_OVER_K: expected / 2})
+        check_array(
+            lesson.attention_scores(q, k),
+            expected,
+            what="attention_scores(q, k) on the hand-checked (2, 4) q and (3, 4) k",
+            dims="T S",
+            mistakes={MISSING_SCALE: expected * 2, SCALE_ONE_OVER_K: expected / 2},
+        )
 
     def test_scores_are_scaled_by_one_over_sqrt_of_the_head_width(self, lesson):
         q, k, _ = qkv(rng(2), lead=(B, H))  # (B, H, T, K): the model width is D = H*K = 18
-        check_array(lesson.attention_scores(q, k), scores_loop(q, k),
-                    what="attention_scores(q, k) with q (B, H, T, K) = (2, 3, 4, 6) and "
-                         "k (2, 3, 5, 6)",
-                    dims="B H T S", mistakes=scale_mistakes(q, k))
+        check_array(
+            lesson.attention_scores(q, k),
+            scores_loop(q, k),
+            what="attention_scores(q, k) with q (B, H, T, K) = (2, 3, 4, 6) and k (2, 3, 5, 6)",
+            dims="B H T S",
+            mistakes=scale_mistakes(q, k),
+        )
 
     def test_scores_compare_every_query_with_every_key(self, lesson):
         q, k, _ = qkv(rng(3), s=K)  # S = K = 6: q @ k (no transpose) has the right shape
-        check_array(lesson.attention_scores(q, k), scores_loop(q, k),
-                    what="attention_scores(q, k) with q (2, 4, 6), k (2, 6, 6)", dims="B T S",
-                    mistakes={NO_TRANSPOSE: lambda: (q @ k) / math.sqrt(K),
-                              **scale_mistakes(q, k)})
+        check_array(
+            lesson.attention_scores(q, k),
+            scores_loop(q, k),
+            what="attention_scores(q, k) with q (2, 4, 6), k (2, 6, 6)",
+            dims="B T S",
+            mistakes={NO_TRANSPOSE: lambda: (q @ k) / math.sqrt(K), **scale_mistakes(q, k)},
+        )
 
     def test_an_explicit_scale_is_used_as_given(self, lesson):
         q, k, _ = qkv(rng(4))
         for scale in (0.37, 1.0):
-            check_array(lesson.attention_scores(q, k, scale=scale), scores_loop(q, k, scale),
-                        what=f"attention_scores(q, k, scale={scale})", dims="B T S",
-                        mistakes={SCALE_IGNORED: lambda: scores_loop(q, k),
-                                  MISSING_SCALE: lambda: scores_loop(q, k, 1.0)})
+            check_array(
+                lesson.attention_scores(q, k, scale=scale),
+                scores_loop(q, k, scale),
+                what=f"attention_scores(q, k, scale={scale})",
+                dims="B T S",
+                mistakes={
+                    SCALE_IGNORED: lambda: scores_loop(q, k),
+                    MISSING_SCALE: lambda: scores_loop(q, k, 1.0),
+                },
+            )
 
     def test_scale_zero_is_a_scale_not_a_missing_value(self, lesson):
         q, k, _ = qkv(rng(5))
-        check_array(lesson.attention_scores(q, k, scale=0.0), np.zeros((B, T, S)),
-                    what="attention_scores(q, k, scale=0.0)", dims="B T S",
-                    mistakes={SCALE_ZERO: lambda: scores_loop(q, k)})
+        check_array(
+            lesson.attention_scores(q, k, scale=0.0),
+            np.zeros((B, T, S)),
+            what="attention_scores(q, k, scale=0.0)",
+            dims="B T S",
+            mistakes={SCALE_ZERO: lambda: scores_loop(q, k)},
+        )
 
     def test_scores_of_single_vectors_without_a_batch(self, lesson):
         q, k, _ = qkv(rng(6), lead=())
-        check_array(lesson.attention_scores(q, k), scores_loop(q, k),
-                    what="attention_scores(q, k) with q (T, K) = (4, 6), k (S, K) = (5, 6)",
-                    dims="T S", mistakes=scale_mistakes(q, k))
+        check_array(
+            lesson.attention_scores(q, k),
+            scores_loop(q, k),
+            what="attention_scores(q, k) with q (T, K) = (4, 6), k (S, K) = (5, 6)",
+            dims="T S",
+            mistakes=scale_mistakes(q, k),
+        )
 
     def test_scores_keep_float32(self, lesson):
         q, k, _ = qkv(rng(7), lead=(B, H), dtype=np.float32)
         expected = scores_loop(q, k)
-        check_array(lesson.attention_scores(q, k), expected.astype(np.float32),
-                    what="attention_scores(q, k) in float32", dims="B H T S",
-                    mistakes={PROMOTED: expected, **scale_mistakes(q, k)})
-        check_array(lesson.attention_scores(q, k, scale=0.25),
-                    scores_loop(q, k, 0.25).astype(np.float32),
-                    what="attention_scores(q, k, scale=0.25) in float32", dims="B H T S",
-                    mistakes={PROMOTED: scores_loop(q, k, 0.25), SCALE_IGNORED: expected})
+        check_array(
+            lesson.attention_scores(q, k),
+            expected.astype(np.float32),
+            what="attention_scores(q, k) in float32",
+            dims="B H T S",
+            mistakes={PROMOTED: expected, **scale_mistakes(q, k)},
+        )
+        check_array(
+            lesson.attention_scores(q, k, scale=0.25),
+            scores_loop(q, k, 0.25).astype(np.float32),
+            what="attention_scores(q, k, scale=0.25) in float32",
+            dims="B H T S",
+            mistakes={PROMOTED: scores_loop(q, k, 0.25), SCALE_IGNORED: expected},
+        )
 
     def test_scores_leave_their_inputs_unchanged(self, lesson):
         q, k, _ = qkv(rng(8))
@@ -314,16 +410,25 @@ class TestAttentionScores:
         lesson.attention_scores(q, k, scale=0.5)
         check_not_modified(lesson, "attention_scores(q, k, scale=0.5)")
 
-    @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), t=st.integers(1, 4),
-           s=st.integers(1, 4), k=st.integers(1, 5), explicit=st.booleans(),
-           seed=st.integers(0, 2**32 - 1))
+    @given(
+        lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+        t=st.integers(1, 4),
+        s=st.integers(1, 4),
+        k=st.integers(1, 5),
+        explicit=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_scores_match_the_loop_for_any_sizes(self, lesson, lead, t, s, k, explicit, seed):
         r = rng(seed)
         q, keys, _ = qkv(r, lead=tuple(lead), t=t, s=s, k=k, kv=1)
         scale = float(r.uniform(0.1, 2.0)) if explicit else None
         dims = " ".join([f"N{i}" for i in range(len(lead))] + ["T", "S"])
-        check_array(lesson.attention_scores(q, keys, scale=scale), scores_loop(q, keys, scale),
-                    what=f"attention_scores(q {q.shape}, k {keys.shape}, scale={scale})", dims=dims)
+        check_array(
+            lesson.attention_scores(q, keys, scale=scale),
+            scores_loop(q, keys, scale),
+            what=f"attention_scores(q {q.shape}, k {keys.shape}, scale={scale})",
+            dims=dims,
+        )
 
 
 # ---------------------------------------------------------------- scaled_dot_product_attention
@@ -331,18 +436,20 @@ class TestAttentionScores:
 class TestScaledDotProductAttention:
     def test_attention_returns_out_b_t_kv_and_weights_b_t_s(self, lesson):
         q, k, v = qkv(rng(20))
-        check_attention(lesson.scaled_dot_product_attention(q, k, v), q, k, v,
-                        what="scaled_dot_product_attention(q, k, v) with q (2, 4, 6), k (2, 5, 6), "
-                             "v (2, 5, 7)")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v),
+            q,
+            k,
+            v,
+            what="scaled_dot_product_attention(q, k, v) with q (2, 4, 6), k (2, 5, 6), v (2, 5, 7)",
+        )
 
     def test_attention_small_case_by_hand(self, lesson):
-        q = np.array([[2.0, 0.0, 0.0, 0.0],
-                      [1.0, 1.0, 1.0, 1.0],
-                      [5.0, 0.0, 0.0, 0.0]])  # (T=3, K=4): sqrt(K) = 2
-        k = np.array([[math.log(3.0), 0.0, 0.0, 0.0],
-                      [0.0, 0.0, 0.0, 0.0]])  # (S=2, K=4)
-        v = np.array([[4.0, 0.0, 1.0],
-                      [0.0, 8.0, 1.0]])  # (S=2, Kv=3)
+        q = np.array(
+            [[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]]
+        )  # (T=3, K=4): sqrt(K) = 2
+        k = np.array([[math.log(3.0), 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # (S=2, K=4)
+        v = np.array([[4.0, 0.0, 1.0], [0.0, 8.0, 1.0]])  # (S=2, Kv=3)
         mask = np.array([[True, True], [False, True], [False, False]])
         # row 0: scores [2 ln3 / 2, 0] = [ln 3, 0] -> weights [3/4, 1/4] -> out [3, 2, 1]
         # row 1: key 0 blocked -> weights [0, 1] -> out = v[1] = [0, 8, 1]
@@ -351,56 +458,102 @@ class TestScaledDotProductAttention:
         expected_out = np.array([[3.0, 2.0, 1.0], [0.0, 8.0, 1.0], [0.0, 0.0, 0.0]])
         what = "scaled_dot_product_attention on the hand-checked q (3, 4), k (2, 4), v (2, 3), mask"
         out, weights = pair(lesson.scaled_dot_product_attention(q, k, v, mask=mask), what)
-        check_array(weights, expected_weights, what=f"the weights of {what}", dims="T S",
-                    mistakes=attention_mistakes(q, k, v, mask, part=1, dims="T S"))
-        check_array(out, expected_out, what=f"the out of {what}", dims="T Kv",
-                    mistakes=attention_mistakes(q, k, v, mask, part=0, dims="T S"))
+        check_array(
+            weights,
+            expected_weights,
+            what=f"the weights of {what}",
+            dims="T S",
+            mistakes=attention_mistakes(q, k, v, mask, part=1, dims="T S"),
+        )
+        check_array(
+            out,
+            expected_out,
+            what=f"the out of {what}",
+            dims="T Kv",
+            mistakes=attention_mistakes(q, k, v, mask, part=0, dims="T S"),
+        )
 
     def test_attention_on_heads_matches_the_loop(self, lesson):
         q, k, v = qkv(rng(21), lead=(B, H))
-        check_attention(lesson.scaled_dot_product_attention(q, k, v), q, k, v, lead="B H",
-                        what="scaled_dot_product_attention(q, k, v) with q (B, H, T, K) = "
-                             "(2, 3, 4, 6), k (2, 3, 5, 6), v (2, 3, 5, 7)")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v),
+            q,
+            k,
+            v,
+            lead="B H",
+            what="scaled_dot_product_attention(q, k, v) with q (B, H, T, K) = "
+            "(2, 3, 4, 6), k (2, 3, 5, 6), v (2, 3, 5, 7)",
+        )
 
     def test_attention_passes_the_scale_on(self, lesson):
         q, k, v = qkv(rng(22), lead=(B, H))
         for scale in (0.37, 0.0):
-            check_attention(lesson.scaled_dot_product_attention(q, k, v, scale=scale), q, k, v,
-                            scale=scale, lead="B H",
-                            what=f"scaled_dot_product_attention(q, k, v, scale={scale})")
+            check_attention(
+                lesson.scaled_dot_product_attention(q, k, v, scale=scale),
+                q,
+                k,
+                v,
+                scale=scale,
+                lead="B H",
+                what=f"scaled_dot_product_attention(q, k, v, scale={scale})",
+            )
 
     def test_a_t_by_s_mask_applies_to_every_batch_element_and_head(self, lesson):
         q, k, v = qkv(rng(23), lead=(B, H))
         mask = np.tril(np.ones((T, S), bool), k=S - T)  # causal, aligned bottom-right
         mask[0] = False  # query 0 may attend nothing
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask), q, k, v, mask,
-                        lead="B H", what="scaled_dot_product_attention(q, k, v, mask) with q "
-                                         "(2, 3, 4, 6) and a (T, S) = (4, 5) mask")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask),
+            q,
+            k,
+            v,
+            mask,
+            lead="B H",
+            what="scaled_dot_product_attention(q, k, v, mask) with q (2, 3, 4, 6) and a (T, S) = (4, 5) mask",
+        )
 
     def test_a_padding_mask_b_1_s_hides_different_keys_per_batch_element(self, lesson):
         q, k, v = qkv(rng(24))
         lengths = [S, 2]  # batch element 1 has only 2 real keys
         mask = (np.arange(S) < np.array(lengths)[:, None])[:, None, :]  # (B, 1, S)
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask), q, k, v, mask,
-                        what="scaled_dot_product_attention(q, k, v, mask) with a (B, 1, S) = "
-                             "(2, 1, 5) padding mask of lengths [5, 2]")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask),
+            q,
+            k,
+            v,
+            mask,
+            what="scaled_dot_product_attention(q, k, v, mask) with a (B, 1, S) = "
+            "(2, 1, 5) padding mask of lengths [5, 2]",
+        )
 
     def test_a_b_t_s_mask_gives_each_batch_element_its_own_mask(self, lesson):
         r = rng(25)
         q, k, v = qkv(r)
         mask = batch_masks(r, (B, T, S))
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask), q, k, v, mask,
-                        what="scaled_dot_product_attention(q, k, v, mask) with a (B, T, S) = "
-                             "(2, 4, 5) mask")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask),
+            q,
+            k,
+            v,
+            mask,
+            what="scaled_dot_product_attention(q, k, v, mask) with a (B, T, S) = (2, 4, 5) mask",
+        )
 
     def test_a_b_1_t_s_mask_broadcasts_over_heads(self, lesson):
         r = rng(26)
         q, k, v = qkv(r, lead=(B, H))
         mask = batch_masks(r, (B, 1, T, S))
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask, scale=0.8),
-                        q, k, v, mask, 0.8, lead="B H",
-                        what="scaled_dot_product_attention(q, k, v, mask, scale=0.8) with q "
-                             "(2, 3, 4, 6) and a (B, 1, T, S) = (2, 1, 4, 5) mask")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask, scale=0.8),
+            q,
+            k,
+            v,
+            mask,
+            0.8,
+            lead="B H",
+            what="scaled_dot_product_attention(q, k, v, mask, scale=0.8) with q "
+            "(2, 3, 4, 6) and a (B, 1, T, S) = (2, 1, 4, 5) mask",
+        )
 
     def test_a_fully_masked_query_row_gets_zero_weights_and_zero_output(self, lesson):
         r = rng(27)
@@ -419,7 +572,8 @@ class TestScaledDotProductAttention:
                     f"{int(np.argwhere(empty)[bad[0, 0]][0])}, query "
                     f"{int(np.argwhere(empty)[bad[0, 0]][1])}). This looks like a known mistake: "
                     f"{NAN_ROW}. A query with every key masked must get all-zero weights and an "
-                    "all-zero output.")
+                    "all-zero output."
+                )
         check_attention((out, weights), q, k, v, mask, what=what)
 
     def test_rows_of_weights_sum_to_one_because_the_mask_comes_before_the_softmax(self, lesson):
@@ -436,15 +590,23 @@ class TestScaledDotProductAttention:
 
         assert isinstance(weights, np.ndarray) and weights.shape == (B, H, T, S), (
             f"the weights of {what} should have shape (B, H, T, S) = {(B, H, T, S)}; got "
-            f"{getattr(weights, 'shape', type(weights).__name__)}.")
-        check_array(weights.sum(axis=-1), expected,
-                    what=f"the row sums weights.sum(axis=-1) of {what} (1 for a query that may "
-                         "attend some key, 0 for a fully masked one)", dims="B H T",
-                    mistakes={MASK_FLIPPED: sums(masking="flip"), MASK_AFTER: sums(masking="after"),
-                              FULLY_MASKED_SUM_TO_ONE: sums(masking="-1e9"),
-                              NAN_ROW: sums(masking="nan"),
-                              WRONG_AXIS.format(axis=-2, letter="T"): sums(axis=-2),
-                              WEIGHTS_UNNORMALISED: sums(returned="exp")})
+            f"{getattr(weights, 'shape', type(weights).__name__)}."
+        )
+        check_array(
+            weights.sum(axis=-1),
+            expected,
+            what=f"the row sums weights.sum(axis=-1) of {what} (1 for a query that may "
+            "attend some key, 0 for a fully masked one)",
+            dims="B H T",
+            mistakes={
+                MASK_FLIPPED: sums(masking="flip"),
+                MASK_AFTER: sums(masking="after"),
+                FULLY_MASKED_SUM_TO_ONE: sums(masking="-1e9"),
+                NAN_ROW: sums(masking="nan"),
+                WRONG_AXIS.format(axis=-2, letter="T"): sums(axis=-2),
+                WEIGHTS_UNNORMALISED: sums(returned="exp"),
+            },
+        )
 
     def test_out_is_built_from_the_masked_weights(self, lesson):
         r = rng(29)
@@ -452,15 +614,28 @@ class TestScaledDotProductAttention:
         mask = batch_masks(r, (B, T, S), fully_masked_rows=False)
         # check_attention checks the weights first: once they are right, a wrong out that
         # equals softmax(unmasked scores) @ v can only come from the unmasked weights.
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask), q, k, v, mask,
-                        what="scaled_dot_product_attention(q, k, v, mask)")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask),
+            q,
+            k,
+            v,
+            mask,
+            what="scaled_dot_product_attention(q, k, v, mask)",
+        )
 
     def test_attention_keeps_float32(self, lesson):
         r = rng(30)
         q, k, v = qkv(r, lead=(B, H), dtype=np.float32)
         mask = batch_masks(r, (B, 1, T, S))
-        check_attention(lesson.scaled_dot_product_attention(q, k, v, mask=mask), q, k, v, mask,
-                        lead="B H", what="scaled_dot_product_attention(q, k, v, mask) in float32")
+        check_attention(
+            lesson.scaled_dot_product_attention(q, k, v, mask=mask),
+            q,
+            k,
+            v,
+            mask,
+            lead="B H",
+            what="scaled_dot_product_attention(q, k, v, mask) in float32",
+        )
 
     def test_attention_leaves_its_inputs_unchanged(self, lesson):
         r = rng(31)
@@ -472,28 +647,34 @@ class TestScaledDotProductAttention:
         check_not_modified(lesson, "scaled_dot_product_attention(q, k, v)")
 
     # ------------------------------------------------------------ properties
-    @given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), t=st.integers(1, 4),
-           s=st.integers(1, 5), k=st.integers(1, 4), kv=st.integers(1, 4),
-           mask_kind=st.sampled_from(["none", "T S", "lead 1 S", "lead T S"]),
-           seed=st.integers(0, 2**32 - 1))
-    def test_attention_matches_the_loop_for_any_sizes_and_masks(self, lesson, lead, t, s, k, kv,
-                                                               mask_kind, seed):
+    @given(
+        lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+        t=st.integers(1, 4),
+        s=st.integers(1, 5),
+        k=st.integers(1, 4),
+        kv=st.integers(1, 4),
+        mask_kind=st.sampled_from(["none", "T S", "lead 1 S", "lead T S"]),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_attention_matches_the_loop_for_any_sizes_and_masks(
+        self, lesson, lead, t, s, k, kv, mask_kind, seed
+    ):
         r = rng(seed)
         lead = tuple(lead)
         q, keys, v = qkv(r, lead=lead, t=t, s=s, k=k, kv=kv)
         shape = {"none": None, "T S": (t, s), "lead 1 S": (*lead, 1, s), "lead T S": (*lead, t, s)}
         mask = None if mask_kind == "none" else r.random(shape[mask_kind]) < 0.6
-        what = (f"scaled_dot_product_attention(q {q.shape}, k {keys.shape}, v {v.shape}, mask "
-                f"{None if mask is None else mask.shape})")
+        what = (
+            f"scaled_dot_product_attention(q {q.shape}, k {keys.shape}, v {v.shape}, mask "
+            f"{None if mask is None else mask.shape})"
+        )
         expected_out, expected_weights = attention_loop(q, keys, v, mask)
         out, weights = pair(lesson.scaled_dot_product_attention(q, keys, v, mask=mask), what)
         letters = " ".join(f"N{i}" for i in range(len(lead)))
-        check_array(weights, expected_weights, what=f"the weights of {what}",
-                    dims=f"{letters} T S".strip())
+        check_array(weights, expected_weights, what=f"the weights of {what}", dims=f"{letters} T S".strip())
         check_array(out, expected_out, what=f"the out of {what}", dims=f"{letters} T Kv".strip())
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5),
-           seed=st.integers(0, 2**32 - 1))
+    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_weights_rows_sum_to_one_or_to_zero_when_fully_masked(self, lesson, b, t, s, seed):
         r = rng(seed)
         k = int(r.integers(1, 5))  # widths do not matter here: drawn from the seed
@@ -508,16 +689,22 @@ class TestScaledDotProductAttention:
 
         assert isinstance(weights, np.ndarray) and weights.shape == (b, t, s), (
             f"the weights of {what} should have shape (B, T, S) = {(b, t, s)}; got "
-            f"{getattr(weights, 'shape', type(weights).__name__)}.")
-        check_array(weights.sum(axis=-1), expected,
-                    what=f"the row sums weights.sum(axis=-1) of {what} (1 for a query that may "
-                         "attend some key, 0 for a fully masked one)", dims="B T",
-                    mistakes={MASK_AFTER: sums(masking="after"),
-                              FULLY_MASKED_SUM_TO_ONE: sums(masking="-1e9"),
-                              NAN_ROW: sums(masking="nan")})
+            f"{getattr(weights, 'shape', type(weights).__name__)}."
+        )
+        check_array(
+            weights.sum(axis=-1),
+            expected,
+            what=f"the row sums weights.sum(axis=-1) of {what} (1 for a query that may "
+            "attend some key, 0 for a fully masked one)",
+            dims="B T",
+            mistakes={
+                MASK_AFTER: sums(masking="after"),
+                FULLY_MASKED_SUM_TO_ONE: sums(masking="-1e9"),
+                NAN_ROW: sums(masking="nan"),
+            },
+        )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5),
-           seed=st.integers(0, 2**32 - 1))
+    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_masked_positions_get_exactly_zero_weight(self, lesson, b, t, s, seed):
         r = rng(seed)
         k = int(r.integers(1, 5))
@@ -527,7 +714,8 @@ class TestScaledDotProductAttention:
         _, weights = pair(lesson.scaled_dot_product_attention(q, keys, v, mask=mask), what)
         assert isinstance(weights, np.ndarray) and weights.shape == (b, t, s), (
             f"the weights of {what} should have shape (B, T, S) = {(b, t, s)}; got "
-            f"{getattr(weights, 'shape', type(weights).__name__)}.")
+            f"{getattr(weights, 'shape', type(weights).__name__)}."
+        )
         leaked = ~mask & (weights != 0)
         if leaked.any():
             first = [int(i) for i in np.argwhere(leaked)[0]]
@@ -540,15 +728,17 @@ class TestScaledDotProductAttention:
             elif empty[rows].all() and np.allclose(weights[rows], 1.0 / s):
                 why = FULLY_MASKED_UNIFORM
             else:
-                why = ("keys the mask blocks still get weight. True means may attend: put -inf "
-                       "where the mask is False, before the softmax")
+                why = (
+                    "keys the mask blocks still get weight. True means may attend: put -inf "
+                    "where the mask is False, before the softmax"
+                )
             raise AssertionError(
                 f"{what} gave {int(leaked.sum())} masked position(s) a weight that is not exactly 0; "
                 f"the first at {first} has weight {weights[tuple(first)]:.4g}. A masked position "
-                f"must get exactly 0.\nThis looks like a known mistake: {why}.")
+                f"must get exactly 0.\nThis looks like a known mistake: {why}."
+            )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5),
-           seed=st.integers(0, 2**32 - 1))
+    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_each_output_row_is_a_convex_combination_of_value_rows(self, lesson, b, t, s, seed):
         r = rng(seed)
         k, kv = (int(n) for n in r.integers(1, 5, size=2))
@@ -559,7 +749,8 @@ class TestScaledDotProductAttention:
         out, _ = pair(lesson.scaled_dot_product_attention(q, keys, v, mask=mask), what)
         assert isinstance(out, np.ndarray) and out.shape == (b, t, kv), (
             f"the out of {what} should have shape (B, T, Kv) = {(b, t, kv)}; got "
-            f"{getattr(out, 'shape', type(out).__name__)}.")
+            f"{getattr(out, 'shape', type(out).__name__)}."
+        )
         for i in range(b):
             for j in range(t):
                 allowed = mask[i, j]
@@ -567,7 +758,8 @@ class TestScaledDotProductAttention:
                 if not allowed.any():
                     assert np.all(row == 0), (
                         f"out[{i}, {j}] of {what} is {row}, but query {j} of batch element {i} may "
-                        f"attend no key: its output row must be all zeros (never NaN).")
+                        f"attend no key: its output row must be all zeros (never NaN)."
+                    )
                     continue
                 lo, hi = v[i, allowed].min(axis=0), v[i, allowed].max(axis=0)
                 inside = (row >= lo - 1e-9) & (row <= hi + 1e-9)
@@ -576,12 +768,17 @@ class TestScaledDotProductAttention:
                     f"query may attend: it is {np.round(row, 4)}, while those rows range from "
                     f"{np.round(lo, 4)} to {np.round(hi, 4)} column by column. "
                     "Each output row must be weights @ v with weights >= 0 that sum to 1 over the "
-                    "allowed keys (masked keys get 0).")
+                    "allowed keys (masked keys get 0)."
+                )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), masked=st.booleans(),
-           seed=st.integers(0, 2**32 - 1))
-    def test_permuting_keys_and_values_together_leaves_out_unchanged(self, lesson, b, t, s, masked,
-                                                                     seed):
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        s=st.integers(1, 5),
+        masked=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_permuting_keys_and_values_together_leaves_out_unchanged(self, lesson, b, t, s, masked, seed):
         r = rng(seed)
         k, kv = (int(n) for n in r.integers(1, 5, size=2))
         q, keys, v = qkv(r, lead=(b,), t=t, s=s, k=k, kv=kv)
@@ -589,15 +786,27 @@ class TestScaledDotProductAttention:
         perm = r.permutation(s)
         what = f"scaled_dot_product_attention(q {q.shape}, k {keys.shape}, v {v.shape}, mask)"
         out, weights = pair(lesson.scaled_dot_product_attention(q, keys, v, mask=mask), what)
-        out2, weights2 = pair(lesson.scaled_dot_product_attention(
-            q, keys[:, perm], v[:, perm], mask=None if mask is None else mask[..., perm]), what)
+        out2, weights2 = pair(
+            lesson.scaled_dot_product_attention(
+                q, keys[:, perm], v[:, perm], mask=None if mask is None else mask[..., perm]
+            ),
+            what,
+        )
         assert isinstance(out, np.ndarray) and isinstance(weights, np.ndarray), (
-            f"{what} must return two numpy arrays (out, weights).")
+            f"{what} must return two numpy arrays (out, weights)."
+        )
         moved = "keys, values and mask columns" if masked else "keys and values"
-        check_array(out2, out, what=f"out after permuting the {moved} together by "
-                    f"{perm.tolist()} (attention must not depend on the order of the keys)",
-                    dims="B T Kv")
-        check_array(weights2, weights[..., perm],
-                    what=f"the weights after permuting the keys by {perm.tolist()} (they should "
-                         "be the old weights with their columns permuted the same way)",
-                    dims="B T S")
+        check_array(
+            out2,
+            out,
+            what=f"out after permuting the {moved} together by "
+            f"{perm.tolist()} (attention must not depend on the order of the keys)",
+            dims="B T Kv",
+        )
+        check_array(
+            weights2,
+            weights[..., perm],
+            what=f"the weights after permuting the keys by {perm.tolist()} (they should "
+            "be the old weights with their columns permuted the same way)",
+            dims="B T S",
+        )

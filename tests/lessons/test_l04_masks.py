@@ -53,30 +53,48 @@ def combine_loop(*masks):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-TOP_LEFT = ("the causal mask is aligned top-left (query i sees keys j <= i, like PyTorch's "
-            "is_causal=True) instead of bottom-right (j <= i + (S - T)): with a KV cache the T new "
-            "queries are the LAST T of the S positions")
+TOP_LEFT = (
+    "the causal mask is aligned top-left (query i sees keys j <= i, like PyTorch's "
+    "is_causal=True) instead of bottom-right (j <= i + (S - T)): with a KV cache the T new "
+    "queries are the LAST T of the S positions"
+)
 WRONG_OFFSET = "the offset has the wrong sign: use j <= i + (S - T), not j <= i + (T - S)"
-CAUSAL_FLIPPED = ("mask polarity reversed: True must mean may attend (the past and the query's own "
-                  "position), False the future keys")
-DIAGONAL = ("off by one: the diagonal is excluded (j < i + (S - T) instead of <=), so a query may "
-            "not attend its own position")
-DIAGONAL_EXTRA = ("off by one: each query also sees the next position (j <= i + (S - T) + 1), "
-                  "one key of the future")
-TRANSPOSED = ("the mask is transposed: rows must be queries and columns keys, and query i sees "
-              "the keys at or BEFORE its position (the lower triangle)")
-PADDING_2D = ("the query axis is missing: (B, S) instead of (B, 1, S). Against (B, T, S) scores a "
-              "(B, S) mask lines its B axis up with T; insert the axis with [:, None, :]")
+CAUSAL_FLIPPED = (
+    "mask polarity reversed: True must mean may attend (the past and the query's own "
+    "position), False the future keys"
+)
+DIAGONAL = (
+    "off by one: the diagonal is excluded (j < i + (S - T) instead of <=), so a query may "
+    "not attend its own position"
+)
+DIAGONAL_EXTRA = (
+    "off by one: each query also sees the next position (j <= i + (S - T) + 1), one key of the future"
+)
+TRANSPOSED = (
+    "the mask is transposed: rows must be queries and columns keys, and query i sees "
+    "the keys at or BEFORE its position (the lower triangle)"
+)
+PADDING_2D = (
+    "the query axis is missing: (B, S) instead of (B, 1, S). Against (B, T, S) scores a "
+    "(B, S) mask lines its B axis up with T; insert the axis with [:, None, :]"
+)
 PADDING_LAST = "the query axis is in the wrong place: (B, S, 1) instead of (B, 1, S)"
-PADDING_LE = ("off by one: j <= lengths[b] lets one padding key through; a sequence of length L "
-              "owns keys 0..L-1, so use j < lengths[b]")
-PADDING_FLIPPED = ("mask polarity reversed: True must mark the real keys (j < lengths[b]), not the "
-                   "padding (that is PyTorch's key_padding_mask convention, the opposite of ours)")
-COMBINE_OR = ("the masks were combined with a logical or: a key must be allowed by EVERY mask, "
-              "so use np.logical_and")
+PADDING_LE = (
+    "off by one: j <= lengths[b] lets one padding key through; a sequence of length L "
+    "owns keys 0..L-1, so use j < lengths[b]"
+)
+PADDING_FLIPPED = (
+    "mask polarity reversed: True must mark the real keys (j < lengths[b]), not the "
+    "padding (that is PyTorch's key_padding_mask convention, the opposite of ours)"
+)
+COMBINE_OR = (
+    "the masks were combined with a logical or: a key must be allowed by EVERY mask, so use np.logical_and"
+)
 COMBINE_FLIPPED = "the result is the logical not of the right answer: True must mean may attend"
-NOT_BOOL = ("the mask holds numbers instead of booleans: build it from a comparison (j <= i) or "
-            "np.ones(..., dtype=bool)")
+NOT_BOOL = (
+    "the mask holds numbers instead of booleans: build it from a comparison (j <= i) or "
+    "np.ones(..., dtype=bool)"
+)
 
 
 SWAPPED_TS = "t and s are swapped: the mask must be (T, S), one row per query, not (S, T)"
@@ -85,8 +103,9 @@ SWAPPED_TS = "t and s are swapped: the mask must be (T, S), one row per query, n
 def check_mask(actual, expected, *, what, dims, mistakes=None):
     """check_array for masks: a wrong dtype gets a message about booleans, not about inputs."""
     # A variant equal to the right answer (top-left == bottom-right when T == S) names nothing.
-    mistakes = {name: (lambda v=variant: _unless_right(v, expected))
-                for name, variant in (mistakes or {}).items()}
+    mistakes = {
+        name: (lambda v=variant: _unless_right(v, expected)) for name, variant in (mistakes or {}).items()
+    }
     if isinstance(actual, np.ndarray) and actual.dtype != np.bool_ and actual.dtype.kind in "biuf":
         right = actual.shape == expected.shape and np.array_equal(actual, expected)
         named = "" if right else diagnose(actual, mistakes)
@@ -95,7 +114,8 @@ def check_mask(actual, expected, *, what, dims, mistakes=None):
             "a mask must have dtype bool (True = may attend). `~` on integers flips bits "
             "(~1 == -2, still true) and PyTorch adds a float attn_mask to the scores instead of "
             f"blocking keys.\nThis looks like a known mistake: {named or NOT_BOOL}.",
-            named or NOT_BOOL)
+            named or NOT_BOOL,
+        )
     check_array(actual, expected, what=what, dims=dims, mistakes=mistakes)
 
 
@@ -111,9 +131,14 @@ def causal_mistakes(t, s):
     """Named wrong causal masks for causal_mask(t, s)."""
     ones = np.ones((t, s), dtype=bool)
     right = np.tril(ones, k=s - t)
-    mistakes = {TOP_LEFT: np.tril(ones), WRONG_OFFSET: np.tril(ones, k=t - s),
-                CAUSAL_FLIPPED: ~right, DIAGONAL: np.tril(ones, k=s - t - 1),
-                DIAGONAL_EXTRA: np.tril(ones, k=s - t + 1), TRANSPOSED: np.triu(ones)}
+    mistakes = {
+        TOP_LEFT: np.tril(ones),
+        WRONG_OFFSET: np.tril(ones, k=t - s),
+        CAUSAL_FLIPPED: ~right,
+        DIAGONAL: np.tril(ones, k=s - t - 1),
+        DIAGONAL_EXTRA: np.tril(ones, k=s - t + 1),
+        TRANSPOSED: np.triu(ones),
+    }
     if t != s:
         mistakes[SWAPPED_TS] = np.tril(np.ones((s, t), dtype=bool), k=t - s)
     return mistakes
@@ -123,9 +148,12 @@ def padding_mistakes(lengths, s):
     """Named wrong padding masks for padding_mask(lengths, s)."""
     right = padding_loop(lengths, s)
     lengths = np.asarray(lengths)
-    return {PADDING_2D: right[:, 0, :], PADDING_LAST: right[:, 0, :, None],
-            PADDING_LE: (np.arange(s) <= lengths[:, None])[:, None, :],
-            PADDING_FLIPPED: ~right}
+    return {
+        PADDING_2D: right[:, 0, :],
+        PADDING_LAST: right[:, 0, :, None],
+        PADDING_LE: (np.arange(s) <= lengths[:, None])[:, None, :],
+        PADDING_FLIPPED: ~right,
+    }
 
 
 def combine_mistakes(*masks):
@@ -145,54 +173,93 @@ def combine_mistakes(*masks):
 @exercise("causal_mask")
 class TestCausalMask:
     def test_causal_mask_is_t_by_s_and_aligned_bottom_right(self, lesson):
-        check_mask(lesson.causal_mask(T, S), causal_loop(T, S),
-                   what=f"causal_mask({T}, {S})", dims="T S", mistakes=causal_mistakes(T, S))
+        check_mask(
+            lesson.causal_mask(T, S),
+            causal_loop(T, S),
+            what=f"causal_mask({T}, {S})",
+            dims="T S",
+            mistakes=causal_mistakes(T, S),
+        )
 
     def test_causal_mask_small_case_by_hand(self, lesson):
         # 3 cached tokens and 2 new ones: query 0 sits at position 3, query 1 at position 4.
-        expected = np.array([[1, 1, 1, 1, 0],
-                             [1, 1, 1, 1, 1]], dtype=bool)
-        check_mask(lesson.causal_mask(2, 5), expected, what="causal_mask(2, 5)", dims="T S",
-                   mistakes={TOP_LEFT: np.array([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0]], dtype=bool),
-                             DIAGONAL: np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=bool),
-                             CAUSAL_FLIPPED: ~expected, **causal_mistakes(2, 5)})
+        expected = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
+        check_mask(
+            lesson.causal_mask(2, 5),
+            expected,
+            what="causal_mask(2, 5)",
+            dims="T S",
+            mistakes={
+                TOP_LEFT: np.array([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0]], dtype=bool),
+                DIAGONAL: np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=bool),
+                CAUSAL_FLIPPED: ~expected,
+                **causal_mistakes(2, 5),
+            },
+        )
 
     def test_causal_mask_with_s_omitted_is_the_lower_triangle(self, lesson):
         # T = S = 3: query i sees keys 0..i, its own position included
-        expected = np.array([[1, 0, 0],
-                             [1, 1, 0],
-                             [1, 1, 1]], dtype=bool)
-        check_mask(lesson.causal_mask(3), expected, what="causal_mask(3) (s omitted, so s = t)",
-                   dims="T S", mistakes={DIAGONAL: np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0]], bool),
-                                         CAUSAL_FLIPPED: ~expected, TRANSPOSED: expected.T})
-        check_mask(lesson.causal_mask(5, None), causal_loop(5), what="causal_mask(5, None)",
-                   dims="T S", mistakes=causal_mistakes(5, 5))
+        expected = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=bool)
+        check_mask(
+            lesson.causal_mask(3),
+            expected,
+            what="causal_mask(3) (s omitted, so s = t)",
+            dims="T S",
+            mistakes={
+                DIAGONAL: np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0]], bool),
+                CAUSAL_FLIPPED: ~expected,
+                TRANSPOSED: expected.T,
+            },
+        )
+        check_mask(
+            lesson.causal_mask(5, None),
+            causal_loop(5),
+            what="causal_mask(5, None)",
+            dims="T S",
+            mistakes=causal_mistakes(5, 5),
+        )
 
     def test_one_new_query_sees_every_key(self, lesson):
         # decoding one token at a time: the newest token is the last position and sees everything
-        check_mask(lesson.causal_mask(1, 6), np.ones((1, 6), dtype=bool), what="causal_mask(1, 6)",
-                   dims="T S", mistakes=causal_mistakes(1, 6))
+        check_mask(
+            lesson.causal_mask(1, 6),
+            np.ones((1, 6), dtype=bool),
+            what="causal_mask(1, 6)",
+            dims="T S",
+            mistakes=causal_mistakes(1, 6),
+        )
 
     def test_new_queries_get_the_last_rows_of_the_full_mask(self, lesson):
         full = lesson.causal_mask(S, S)
-        check_mask(full, causal_loop(S), what=f"causal_mask({S}, {S})", dims="T S",
-                   mistakes=causal_mistakes(S, S))
+        check_mask(
+            full, causal_loop(S), what=f"causal_mask({S}, {S})", dims="T S", mistakes=causal_mistakes(S, S)
+        )
         for t in (1, 3, S):
-            check_mask(lesson.causal_mask(t, S), full[S - t:],
-                       what=f"causal_mask({t}, {S}), which must equal the last {t} rows of "
-                            f"causal_mask({S}) (the {t} new queries are the last {t} positions)",
-                       dims="T S", mistakes=causal_mistakes(t, S))
+            check_mask(
+                lesson.causal_mask(t, S),
+                full[S - t :],
+                what=f"causal_mask({t}, {S}), which must equal the last {t} rows of "
+                f"causal_mask({S}) (the {t} new queries are the last {t} positions)",
+                dims="T S",
+                mistakes=causal_mistakes(t, S),
+            )
 
     def test_causal_mask_is_boolean(self, lesson):
         out = lesson.causal_mask(3, 5)
-        check_mask(out, causal_loop(3, 5), what="causal_mask(3, 5)", dims="T S",
-                   mistakes=causal_mistakes(3, 5))
+        check_mask(
+            out, causal_loop(3, 5), what="causal_mask(3, 5)", dims="T S", mistakes=causal_mistakes(3, 5)
+        )
         assert out.dtype == np.bool_, f"causal_mask(3, 5) has dtype {out.dtype}; it must be bool."
 
     @given(t=st.integers(1, 6), s=st.integers(1, 8))
     def test_causal_mask_matches_the_loop_for_any_sizes(self, lesson, t, s):
-        check_mask(lesson.causal_mask(t, s), causal_loop(t, s), what=f"causal_mask({t}, {s})",
-                   dims="T S", mistakes=causal_mistakes(t, s))
+        check_mask(
+            lesson.causal_mask(t, s),
+            causal_loop(t, s),
+            what=f"causal_mask({t}, {s})",
+            dims="T S",
+            mistakes=causal_mistakes(t, s),
+        )
 
 
 # ---------------------------------------------------------------- padding_mask
@@ -200,57 +267,88 @@ class TestCausalMask:
 class TestPaddingMask:
     def test_padding_mask_is_b_by_1_by_s(self, lesson):
         lengths = np.array([3, 7, 1])
-        check_mask(lesson.padding_mask(lengths, S), padding_loop(lengths, S),
-                   what=f"padding_mask(lengths=[3, 7, 1], {S})", dims="B 1 S",
-                   mistakes=padding_mistakes(lengths, S))
+        check_mask(
+            lesson.padding_mask(lengths, S),
+            padding_loop(lengths, S),
+            what=f"padding_mask(lengths=[3, 7, 1], {S})",
+            dims="B 1 S",
+            mistakes=padding_mistakes(lengths, S),
+        )
 
     def test_padding_mask_small_case_by_hand(self, lesson):
         lengths = np.array([2, 3])
         # sequence 0 owns keys 0, 1; sequence 1 owns keys 0, 1, 2; key 3 is padding in both
-        expected = np.array([[[1, 1, 0, 0]],
-                             [[1, 1, 1, 0]]], dtype=bool)
-        check_mask(lesson.padding_mask(lengths, 4), expected, what="padding_mask([2, 3], 4)",
-                   dims="B 1 S",
-                   mistakes={PADDING_2D: expected[:, 0, :],
-                             PADDING_LE: np.array([[[1, 1, 1, 0]], [[1, 1, 1, 1]]], dtype=bool),
-                             PADDING_FLIPPED: ~expected, **padding_mistakes(lengths, 4)})
+        expected = np.array([[[1, 1, 0, 0]], [[1, 1, 1, 0]]], dtype=bool)
+        check_mask(
+            lesson.padding_mask(lengths, 4),
+            expected,
+            what="padding_mask([2, 3], 4)",
+            dims="B 1 S",
+            mistakes={
+                PADDING_2D: expected[:, 0, :],
+                PADDING_LE: np.array([[[1, 1, 1, 0]], [[1, 1, 1, 1]]], dtype=bool),
+                PADDING_FLIPPED: ~expected,
+                **padding_mistakes(lengths, 4),
+            },
+        )
 
     def test_length_zero_hides_every_key_and_length_s_none(self, lesson):
         lengths = np.array([0, S, 4])
-        check_mask(lesson.padding_mask(lengths, S), padding_loop(lengths, S),
-                   what=f"padding_mask(lengths=[0, {S}, 4], {S})", dims="B 1 S",
-                   mistakes=padding_mistakes(lengths, S))
+        check_mask(
+            lesson.padding_mask(lengths, S),
+            padding_loop(lengths, S),
+            what=f"padding_mask(lengths=[0, {S}, 4], {S})",
+            dims="B 1 S",
+            mistakes=padding_mistakes(lengths, S),
+        )
 
     def test_padding_mask_broadcasts_over_the_queries(self, lesson):
         lengths = np.array([5, 2, 6])
         mask = lesson.padding_mask(lengths, S)
-        check_mask(mask, padding_loop(lengths, S), what=f"padding_mask([5, 2, 6], {S})",
-                   dims="B 1 S", mistakes=padding_mistakes(lengths, S))
+        check_mask(
+            mask,
+            padding_loop(lengths, S),
+            what=f"padding_mask([5, 2, 6], {S})",
+            dims="B 1 S",
+            mistakes=padding_mistakes(lengths, S),
+        )
         spread = np.broadcast_to(mask, (B, T, S))  # what attention does with it
         for b in range(B):
             for t in range(T):
                 assert spread[b, t].sum() == lengths[b], (
                     f"padding_mask([5, 2, 6], {S}) broadcast to (B, T, S): query {t} of sequence "
-                    f"{b} may attend {spread[b, t].sum()} keys instead of {lengths[b]}.")
+                    f"{b} may attend {spread[b, t].sum()} keys instead of {lengths[b]}."
+                )
 
     def test_padding_mask_takes_int32_lengths_and_leaves_them_unchanged(self, lesson):
         lengths = np.array([6, 1, 3], dtype=np.int32)
         out = lesson.padding_mask(lengths, S)
         check_not_modified(lesson, "padding_mask(lengths, s)")
-        check_mask(out, padding_loop(lengths, S), what=f"padding_mask(int32 [6, 1, 3], {S})",
-                   dims="B 1 S", mistakes=padding_mistakes(lengths, S))
+        check_mask(
+            out,
+            padding_loop(lengths, S),
+            what=f"padding_mask(int32 [6, 1, 3], {S})",
+            dims="B 1 S",
+            mistakes=padding_mistakes(lengths, S),
+        )
 
     @given(b=st.integers(1, 4), s=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
     def test_padding_mask_matches_the_loop_for_any_lengths(self, lesson, b, s, seed):
         lengths = rng(seed).integers(0, s + 1, size=b)
-        check_mask(lesson.padding_mask(lengths, s), padding_loop(lengths, s),
-                   what=f"padding_mask(lengths={lengths.tolist()}, {s})", dims="B 1 S",
-                   mistakes=padding_mistakes(lengths, s))
+        check_mask(
+            lesson.padding_mask(lengths, s),
+            padding_loop(lengths, s),
+            what=f"padding_mask(lengths={lengths.tolist()}, {s})",
+            dims="B 1 S",
+            mistakes=padding_mistakes(lengths, s),
+        )
 
 
 # ---------------------------------------------------------------- combine_masks
-NONE_SKIPPED = ("None entries must be skipped: None means no mask, so combine_masks(None, m) is m "
-                "and combine_masks(m1, None, m2) is the logical and of m1 and m2")
+NONE_SKIPPED = (
+    "None entries must be skipped: None means no mask, so combine_masks(None, m) is m "
+    "and combine_masks(m1, None, m2) is the logical and of m1 and m2"
+)
 
 
 def describe(masks):
@@ -268,7 +366,8 @@ def combined(lesson, *masks):
             raise AssertionError(
                 f"{describe(masks)} raised an error: `out &= m` writes into the first mask, which "
                 "cannot grow to the broadcast shape (and must not be changed anyway). Build a new "
-                f"array: out = np.logical_and(out, m).\n{exc}") from None
+                f"array: out = np.logical_and(out, m).\n{exc}"
+            ) from None
         raise
 
 
@@ -290,7 +389,7 @@ def check_combined(lesson, masks, *, what=None, dims=None):
     what = what or describe(masks)
     actual = combined(lesson, *masks)
     expected = combine_loop(*masks)
-    dims = dims or " ".join(["B", "T", "S"][3 - expected.ndim:])
+    dims = dims or " ".join(["B", "T", "S"][3 - expected.ndim :])
     if not isinstance(actual, np.ndarray) and any(m is None for m in masks):
         raise AssertionError(f"{what} returned {shown(actual)}, not a boolean mask. {NONE_SKIPPED}.")
     check_mask(actual, expected, what=what, dims=dims, mistakes=combine_mistakes(*masks))
@@ -304,17 +403,24 @@ def random_mask(r, shape):
 @exercise("combine_masks")
 class TestCombineMasks:
     def test_causal_and_padding_combine_to_b_t_s(self, lesson):
-        check_combined(lesson, (causal_loop(T, S), padding_loop([3, 7, 5], S)),
-                       what="combine_masks(causal (T, S), padding (B, 1, S))")
+        check_combined(
+            lesson,
+            (causal_loop(T, S), padding_loop([3, 7, 5], S)),
+            what="combine_masks(causal (T, S), padding (B, 1, S))",
+        )
 
     def test_combine_masks_small_case_by_hand(self, lesson):
         m1 = np.array([[True, False], [True, True]])
         m2 = np.array([[True, True], [False, True]])
         # and: [[T, F], [F, T]]; or would give all True
         expected = np.array([[True, False], [False, True]])
-        check_mask(combined(lesson, m1, m2), expected,
-                   what="combine_masks([[T, F], [T, T]], [[T, T], [F, T]])", dims="T S",
-                   mistakes={COMBINE_OR: np.ones((2, 2), bool), COMBINE_FLIPPED: ~expected})
+        check_mask(
+            combined(lesson, m1, m2),
+            expected,
+            what="combine_masks([[T, F], [T, T]], [[T, T], [F, T]])",
+            dims="T S",
+            mistakes={COMBINE_OR: np.ones((2, 2), bool), COMBINE_FLIPPED: ~expected},
+        )
 
     def test_combine_masks_skips_none_entries(self, lesson):
         r = rng(1)
@@ -329,11 +435,13 @@ class TestCombineMasks:
             assert out is None, (
                 f"{what} returned {shown(out)}; with no mask at all it must return None, which "
                 "scaled_dot_product_attention reads as 'attend everywhere' (there is no shape to "
-                "build an all-True mask with).")
+                "build an all-True mask with)."
+            )
 
     def test_a_single_mask_comes_back_as_it_is(self, lesson):
-        check_combined(lesson, (random_mask(rng(2), (B, 1, S)),), what="combine_masks(m) with one "
-                       "(B, 1, S) mask")
+        check_combined(
+            lesson, (random_mask(rng(2), (B, 1, S)),), what="combine_masks(m) with one (B, 1, S) mask"
+        )
 
     def test_three_masks_broadcast_together(self, lesson):
         masks = (causal_loop(T, S), padding_loop([2, 6, 7], S), random_mask(rng(3), (B, T, S)))
@@ -345,10 +453,17 @@ class TestCombineMasks:
         check_combined(lesson, masks, what="combine_masks(m1 (B, T, S), m2 (T, S))")
         check_not_modified(lesson, "combine_masks(m1, m2)")
 
-    @given(n=st.integers(1, 3), b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5),
-           nones=st.integers(0, 2), seed=st.integers(0, 2**32 - 1))
-    def test_combine_masks_matches_the_loop_for_any_broadcastable_masks(self, lesson, n, b, t, s,
-                                                                       nones, seed):
+    @given(
+        n=st.integers(1, 3),
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        s=st.integers(1, 5),
+        nones=st.integers(0, 2),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_combine_masks_matches_the_loop_for_any_broadcastable_masks(
+        self, lesson, n, b, t, s, nones, seed
+    ):
         r = rng(seed)
         shapes = [(b, t, s), (t, s), (b, 1, s), (1, t, s), (b, t, 1), (s,)]
         masks = [random_mask(r, shapes[r.integers(len(shapes))]) for _ in range(n)]

@@ -49,27 +49,45 @@ def merge_loop(x):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-SPLIT_NO_TRANSPOSE = ("x was reshaped straight to (B, H, T, K) without a transpose, so positions "
-                      "and heads got mixed: reshape to (B, T, H, K) first, then swap axes 1 and 2")
-SPLIT_INTERLEAVED = ("interleaved head split (reshape to (B, T, K, H), then move H): head h got "
-                     "columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K")
-SPLIT_NO_SWAP = ("the head axis was not moved before T: the answer is (B, T, H, K); swap axes 1 "
-                 "and 2 to get (B, H, T, K)")
-SPLIT_WRONG_SWAP = ("the wrong axes were moved: (B, T, H, K) must become (B, H, T, K), i.e. swap "
-                    "axes 1 and 2 (np.swapaxes(x, 1, 2) or np.transpose(x, (0, 2, 1, 3)))")
-SPLIT_DOT_T = ("`.T` was used on a 4-D array: it reverses EVERY axis, (B, T, H, K) -> (K, H, T, B); "
-               "use np.swapaxes(x, 1, 2)")
-SPLIT_T_AXIS = ("the wrong axis was split: the positions T were cut into heads instead of the "
-                "features D (split the last axis, axis=-1)")
-MERGE_NO_TRANSPOSE = ("x was reshaped straight from (B, H, T, K) to (B, T, H*K) without a "
-                      "transpose, so each row holds several tokens of one head: swap axes 1 and 2 "
-                      "first, then reshape")
-MERGE_INTERLEAVED = ("interleaved merge (moved to (B, T, K, H) before the reshape): head h landed "
-                     "in columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K")
-MERGE_NO_RESHAPE = ("the heads were moved but not reshaped: the answer is (B, T, H, K); reshape it "
-                    "to (B, T, H*K)")
-MERGE_T_AXIS = ("the heads were concatenated along the positions T, (B, H*T, K), instead of along "
-                "the features: (B, T, H*K)")
+SPLIT_NO_TRANSPOSE = (
+    "x was reshaped straight to (B, H, T, K) without a transpose, so positions "
+    "and heads got mixed: reshape to (B, T, H, K) first, then swap axes 1 and 2"
+)
+SPLIT_INTERLEAVED = (
+    "interleaved head split (reshape to (B, T, K, H), then move H): head h got "
+    "columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K"
+)
+SPLIT_NO_SWAP = (
+    "the head axis was not moved before T: the answer is (B, T, H, K); swap axes 1 and 2 to get (B, H, T, K)"
+)
+SPLIT_WRONG_SWAP = (
+    "the wrong axes were moved: (B, T, H, K) must become (B, H, T, K), i.e. swap "
+    "axes 1 and 2 (np.swapaxes(x, 1, 2) or np.transpose(x, (0, 2, 1, 3)))"
+)
+SPLIT_DOT_T = (
+    "`.T` was used on a 4-D array: it reverses EVERY axis, (B, T, H, K) -> (K, H, T, B); "
+    "use np.swapaxes(x, 1, 2)"
+)
+SPLIT_T_AXIS = (
+    "the wrong axis was split: the positions T were cut into heads instead of the "
+    "features D (split the last axis, axis=-1)"
+)
+MERGE_NO_TRANSPOSE = (
+    "x was reshaped straight from (B, H, T, K) to (B, T, H*K) without a "
+    "transpose, so each row holds several tokens of one head: swap axes 1 and 2 "
+    "first, then reshape"
+)
+MERGE_INTERLEAVED = (
+    "interleaved merge (moved to (B, T, K, H) before the reshape): head h landed "
+    "in columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K"
+)
+MERGE_NO_RESHAPE = (
+    "the heads were moved but not reshaped: the answer is (B, T, H, K); reshape it to (B, T, H*K)"
+)
+MERGE_T_AXIS = (
+    "the heads were concatenated along the positions T, (B, H*T, K), instead of along "
+    "the features: (B, T, H*K)"
+)
 
 
 def split_mistakes(x, n_heads):
@@ -113,37 +131,57 @@ def learner_error(call):
 class TestSplitHeads:
     def test_split_heads_maps_b_t_d_to_b_h_t_k(self, lesson):
         x = rng(1).standard_normal((B, T, D))
-        check_array(lesson.split_heads(x, H), split_loop(x, H), what=f"split_heads(x {x.shape}, {H})",
-                    dims="B H T K", mistakes=split_mistakes(x, H))
+        check_array(
+            lesson.split_heads(x, H),
+            split_loop(x, H),
+            what=f"split_heads(x {x.shape}, {H})",
+            dims="B H T K",
+            mistakes=split_mistakes(x, H),
+        )
 
     def test_split_heads_small_case_by_hand(self, lesson):
-        x = np.array([[[0.0, 1.0, 2.0, 3.0],
-                       [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
+        x = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
         # head 0 owns columns 0:2 of both tokens, head 1 columns 2:4
-        expected = np.array([[[[0.0, 1.0], [10.0, 11.0]],
-                              [[2.0, 3.0], [12.0, 13.0]]]])  # (1, 2, 2, 2)
-        check_array(lesson.split_heads(x, 2), expected,
-                    what="split_heads([[[0, 1, 2, 3], [10, 11, 12, 13]]], 2)", dims="B H T K",
-                    mistakes={SPLIT_NO_TRANSPOSE: np.array([[[[0.0, 1.0], [2.0, 3.0]],
-                                                             [[10.0, 11.0], [12.0, 13.0]]]]),
-                              SPLIT_INTERLEAVED: np.array([[[[0.0, 2.0], [10.0, 12.0]],
-                                                            [[1.0, 3.0], [11.0, 13.0]]]]),
-                              **split_mistakes(x, 2)})
+        expected = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (1, 2, 2, 2)
+        check_array(
+            lesson.split_heads(x, 2),
+            expected,
+            what="split_heads([[[0, 1, 2, 3], [10, 11, 12, 13]]], 2)",
+            dims="B H T K",
+            mistakes={
+                SPLIT_NO_TRANSPOSE: np.array([[[[0.0, 1.0], [2.0, 3.0]], [[10.0, 11.0], [12.0, 13.0]]]]),
+                SPLIT_INTERLEAVED: np.array([[[[0.0, 2.0], [10.0, 12.0]], [[1.0, 3.0], [11.0, 13.0]]]]),
+                **split_mistakes(x, 2),
+            },
+        )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):
         x = rng(2).standard_normal((B, T, D))
         out = lesson.split_heads(x, H)
-        check_array(out, split_loop(x, H), what=f"split_heads(x {x.shape}, {H})", dims="B H T K",
-                    mistakes=split_mistakes(x, H))
+        check_array(
+            out,
+            split_loop(x, H),
+            what=f"split_heads(x {x.shape}, {H})",
+            dims="B H T K",
+            mistakes=split_mistakes(x, H),
+        )
         for h in range(H):
-            check_array(out[:, h], x[..., h * K:(h + 1) * K],
-                        what=f"split_heads(x, {H})[:, {h}] (head {h} must be columns "
-                             f"{h * K}:{(h + 1) * K} of x)", dims="B T K")
+            check_array(
+                out[:, h],
+                x[..., h * K : (h + 1) * K],
+                what=f"split_heads(x, {H})[:, {h}] (head {h} must be columns {h * K}:{(h + 1) * K} of x)",
+                dims="B T K",
+            )
 
     def test_split_heads_cuts_the_features_not_the_positions(self, lesson):
         x = rng(3).standard_normal((2, 8, 12))  # T = 8 is divisible by H = 4 as well as D = 12
-        check_array(lesson.split_heads(x, 4), split_loop(x, 4), what="split_heads(x (2, 8, 12), 4)",
-                    dims="B H T K", mistakes=split_mistakes(x, 4))
+        check_array(
+            lesson.split_heads(x, 4),
+            split_loop(x, 4),
+            what="split_heads(x (2, 8, 12), 4)",
+            dims="B H T K",
+            mistakes=split_mistakes(x, 4),
+        )
 
     def test_split_heads_rejects_d_not_divisible_by_h(self, lesson):
         x = rng(4).standard_normal((2, 3, 10))
@@ -151,44 +189,72 @@ class TestSplitHeads:
         what = "split_heads(x (2, 3, 10), 4)"
         if message is None:
             got = f"an array of shape {result.shape}" if isinstance(result, np.ndarray) else repr(result)
-            raise AssertionError(f"{what} returned {got[:80]}; it must raise a ValueError, since D = 10 "
-                                 "is not divisible by H = 4 (no whole head width K exists).")
+            raise AssertionError(
+                f"{what} returned {got[:80]}; it must raise a ValueError, since D = 10 "
+                "is not divisible by H = 4 (no whole head width K exists)."
+            )
         lines = message.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("ValueError")), None)
         assert start is not None, (
             f"{what} raised {lines[-1][:160]}\nRaise a ValueError instead (`raise ValueError(...)`; "
-            "not assert, which disappears when Python runs with -O).")
+            "not assert, which disappears when Python runs with -O)."
+        )
         text = "\n".join(lines[start:]).removeprefix("ValueError").lstrip(": ")
         assert "cannot reshape" not in text, (
             f"{what} raised numpy's own error (ValueError: {text[:120]}). Check D % H yourself "
-            "before the reshape and raise a ValueError that names both numbers (D = 10 and H = 4).")
+            "before the reshape and raise a ValueError that names both numbers (D = 10 and H = 4)."
+        )
         assert "10" in text and "4" in text, (
             f"{what} raised ValueError: {text[:160]}\nThe message must name both numbers that "
-            "disagree, D = 10 and H = 4, so the caller knows what to fix.")
+            "disagree, D = 10 and H = 4, so the caller knows what to fix."
+        )
 
     def test_split_heads_keeps_float32_and_its_input(self, lesson):
         x = rng(5).standard_normal((B, T, D)).astype(np.float32)
         out = lesson.split_heads(x, H)
         check_not_modified(lesson, f"split_heads(x, {H})")
-        check_array(out, split_loop(x, H), what=f"split_heads(x, {H}) in float32", dims="B H T K",
-                    mistakes=split_mistakes(x, H))
+        check_array(
+            out,
+            split_loop(x, H),
+            what=f"split_heads(x, {H}) in float32",
+            dims="B H T K",
+            mistakes=split_mistakes(x, H),
+        )
 
     def test_split_heads_undoes_a_correct_merge(self, lesson):
         heads = rng(6).standard_normal((B, H, T, K))
-        check_array(lesson.split_heads(merge_loop(heads), H), heads,
-                    what=f"split_heads(merge_heads(heads), {H}) with heads (B, H, T, K) = {heads.shape}",
-                    dims="B H T K", mistakes=split_mistakes(merge_loop(heads), H))
+        check_array(
+            lesson.split_heads(merge_loop(heads), H),
+            heads,
+            what=f"split_heads(merge_heads(heads), {H}) with heads (B, H, T, K) = {heads.shape}",
+            dims="B H T K",
+            mistakes=split_mistakes(merge_loop(heads), H),
+        )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), h=st.integers(1, 4), k=st.integers(1, 4),
-           seed=st.integers(0, 2**32 - 1))
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        h=st.integers(1, 4),
+        k=st.integers(1, 4),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_split_heads_matches_the_loop(self, lesson, b, t, h, k, seed):
         x = rng(seed).standard_normal((b, t, h * k))
         out = lesson.split_heads(x, h)
-        check_array(out, split_loop(x, h), what=f"split_heads(x {x.shape}, {h})", dims="B H T K",
-                    mistakes=split_mistakes(x, h))
+        check_array(
+            out,
+            split_loop(x, h),
+            what=f"split_heads(x {x.shape}, {h})",
+            dims="B H T K",
+            mistakes=split_mistakes(x, h),
+        )
         for head in range(h):
-            check_array(out[:, head], x[..., head * k:(head + 1) * k],
-                        what=f"split_heads(x {x.shape}, {h})[:, {head}]", dims="B T K")
+            check_array(
+                out[:, head],
+                x[..., head * k : (head + 1) * k],
+                what=f"split_heads(x {x.shape}, {h})[:, {head}]",
+                dims="B T K",
+            )
 
 
 # ---------------------------------------------------------------- merge_heads
@@ -196,58 +262,96 @@ class TestSplitHeads:
 class TestMergeHeads:
     def test_merge_heads_maps_b_h_t_k_to_b_t_hk(self, lesson):
         x = rng(10).standard_normal((B, H, T, K))
-        check_array(lesson.merge_heads(x), merge_loop(x), what=f"merge_heads(x {x.shape})",
-                    dims="B T HK", mistakes=merge_mistakes(x))
+        check_array(
+            lesson.merge_heads(x),
+            merge_loop(x),
+            what=f"merge_heads(x {x.shape})",
+            dims="B T HK",
+            mistakes=merge_mistakes(x),
+        )
 
     def test_merge_heads_small_case_by_hand(self, lesson):
-        x = np.array([[[[0.0, 1.0], [10.0, 11.0]],
-                       [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
+        x = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
         # token t's row is head 0's row t, then head 1's row t
-        expected = np.array([[[0.0, 1.0, 2.0, 3.0],
-                              [10.0, 11.0, 12.0, 13.0]]])  # (1, 2, 4)
-        check_array(lesson.merge_heads(x), expected,
-                    what="merge_heads(heads [[[0, 1], [10, 11]], [[2, 3], [12, 13]]])", dims="B T HK",
-                    mistakes={MERGE_NO_TRANSPOSE: np.array([[[0.0, 1.0, 10.0, 11.0],
-                                                             [2.0, 3.0, 12.0, 13.0]]]),
-                              MERGE_INTERLEAVED: np.array([[[0.0, 2.0, 1.0, 3.0],
-                                                            [10.0, 12.0, 11.0, 13.0]]]),
-                              **merge_mistakes(x)})
+        expected = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (1, 2, 4)
+        check_array(
+            lesson.merge_heads(x),
+            expected,
+            what="merge_heads(heads [[[0, 1], [10, 11]], [[2, 3], [12, 13]]])",
+            dims="B T HK",
+            mistakes={
+                MERGE_NO_TRANSPOSE: np.array([[[0.0, 1.0, 10.0, 11.0], [2.0, 3.0, 12.0, 13.0]]]),
+                MERGE_INTERLEAVED: np.array([[[0.0, 2.0, 1.0, 3.0], [10.0, 12.0, 11.0, 13.0]]]),
+                **merge_mistakes(x),
+            },
+        )
 
     def test_merge_heads_is_the_concat_of_the_heads(self, lesson):
         x = rng(11).standard_normal((B, H, T, K))
         out = lesson.merge_heads(x)
-        check_array(out, np.concatenate([x[:, h] for h in range(H)], axis=-1),
-                    what="merge_heads(x), which must equal Concat(head_1, ..., head_H) along the "
-                         "features", dims="B T HK", mistakes=merge_mistakes(x))
+        check_array(
+            out,
+            np.concatenate([x[:, h] for h in range(H)], axis=-1),
+            what="merge_heads(x), which must equal Concat(head_1, ..., head_H) along the features",
+            dims="B T HK",
+            mistakes=merge_mistakes(x),
+        )
         for h in range(H):
-            check_array(out[..., h * K:(h + 1) * K], x[:, h],
-                        what=f"merge_heads(x)[..., {h * K}:{(h + 1) * K}] (must be head {h})",
-                        dims="B T K")
+            check_array(
+                out[..., h * K : (h + 1) * K],
+                x[:, h],
+                what=f"merge_heads(x)[..., {h * K}:{(h + 1) * K}] (must be head {h})",
+                dims="B T K",
+            )
 
     def test_merge_heads_keeps_float32_and_its_input(self, lesson):
         x = rng(12).standard_normal((B, H, T, K)).astype(np.float32)
         out = lesson.merge_heads(x)
         check_not_modified(lesson, "merge_heads(x)")
-        check_array(out, merge_loop(x), what="merge_heads(x) in float32", dims="B T HK",
-                    mistakes=merge_mistakes(x))
+        check_array(
+            out, merge_loop(x), what="merge_heads(x) in float32", dims="B T HK", mistakes=merge_mistakes(x)
+        )
 
     def test_merge_heads_undoes_a_correct_split(self, lesson):
         x = rng(13).standard_normal((B, T, D))
-        check_array(lesson.merge_heads(split_loop(x, H)), x,
-                    what=f"merge_heads(split_heads(x, {H})) with x (B, T, D) = {x.shape}, which must "
-                         "give x back", dims="B T D", mistakes=merge_mistakes(split_loop(x, H)))
+        check_array(
+            lesson.merge_heads(split_loop(x, H)),
+            x,
+            what=f"merge_heads(split_heads(x, {H})) with x (B, T, D) = {x.shape}, which must give x back",
+            dims="B T D",
+            mistakes=merge_mistakes(split_loop(x, H)),
+        )
 
-    @given(b=st.integers(1, 3), h=st.integers(1, 4), t=st.integers(1, 4), k=st.integers(1, 4),
-           seed=st.integers(0, 2**32 - 1))
+    @given(
+        b=st.integers(1, 3),
+        h=st.integers(1, 4),
+        t=st.integers(1, 4),
+        k=st.integers(1, 4),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_merge_heads_matches_the_loop(self, lesson, b, h, t, k, seed):
         x = rng(seed).standard_normal((b, h, t, k))
-        check_array(lesson.merge_heads(x), merge_loop(x), what=f"merge_heads(x {x.shape})",
-                    dims="B T HK", mistakes=merge_mistakes(x))
+        check_array(
+            lesson.merge_heads(x),
+            merge_loop(x),
+            what=f"merge_heads(x {x.shape})",
+            dims="B T HK",
+            mistakes=merge_mistakes(x),
+        )
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), h=st.integers(1, 4), k=st.integers(1, 4),
-           seed=st.integers(0, 2**32 - 1))
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        h=st.integers(1, 4),
+        k=st.integers(1, 4),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_merge_heads_round_trips_with_split(self, lesson, b, t, h, k, seed):
         x = rng(seed).standard_normal((b, t, h * k))
-        check_array(lesson.merge_heads(split_loop(x, h)), x,
-                    what=f"merge_heads(split_heads(x {x.shape}, {h}))", dims="B T D",
-                    mistakes=merge_mistakes(split_loop(x, h)))
+        check_array(
+            lesson.merge_heads(split_loop(x, h)),
+            x,
+            what=f"merge_heads(split_heads(x {x.shape}, {h}))",
+            dims="B T D",
+            mistakes=merge_mistakes(split_loop(x, h)),
+        )

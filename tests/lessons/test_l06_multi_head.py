@@ -58,8 +58,7 @@ def mha_loop(x_q, x_kv, params, n_heads, mask=None):
                 keys = [s for s in range(n_s) if allowed[b, t, s]]
                 if not keys:  # every key blocked: zero weights, zero head output
                     continue
-                scores = {s: sum(q[t, i] * k[s, i] for i in range(k_w)) / math.sqrt(k_w)
-                          for s in keys}
+                scores = {s: sum(q[t, i] * k[s, i] for i in range(k_w)) / math.sqrt(k_w) for s in keys}
                 top = max(scores.values())
                 e = {s: math.exp(scores[s] - top) for s in keys}
                 total = sum(e.values())
@@ -71,40 +70,68 @@ def mha_loop(x_q, x_kv, params, n_heads, mask=None):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-AVERAGED = ("the weights were averaged over the heads, giving (B, T, S) (PyTorch's default "
-            "average_attn_weights=True); return one attention map per head, (B, H, T, S)")
-NO_OUT_PROJ = ("the output projection is missing: the merged heads must go through w_o and b_o "
-               "(out = linear(merge_heads(heads), w_o, b_o))")
-ALL_BIASES = ("the biases were not added: use params.get('b_q'), params.get('b_k'), "
-              "params.get('b_v') and params.get('b_o') (None when absent) in the projections")
+AVERAGED = (
+    "the weights were averaged over the heads, giving (B, T, S) (PyTorch's default "
+    "average_attn_weights=True); return one attention map per head, (B, H, T, S)"
+)
+NO_OUT_PROJ = (
+    "the output projection is missing: the merged heads must go through w_o and b_o "
+    "(out = linear(merge_heads(heads), w_o, b_o))"
+)
+ALL_BIASES = (
+    "the biases were not added: use params.get('b_q'), params.get('b_k'), "
+    "params.get('b_v') and params.get('b_o') (None when absent) in the projections"
+)
 ONE_BIAS = "the bias {name} is not added (params.get('{name}') belongs in its projection)"
-TRANSPOSED_W = ("the weights were used transposed (x @ w.T, PyTorch's layout): course weights are "
-                "stored (d_in, d_out) and applied as x @ w")
-SELF_ONLY = ("x_q was used for the keys and values: keys and values come from x_kv (in "
-             "cross-attention its length S differs from T)")
-SWAPPED_SOURCES = ("the queries came from x_kv and the keys and values from x_q: queries come "
-                   "from x_q, keys and values from x_kv")
-SCALE_D = ("the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K) with K "
-           "the head width (D // H): each head's dot products are taken in K dimensions")
-SCALE_HK = ("the scores were scaled by 1/sqrt(H*K), the width of all heads together, instead of "
-            "1/sqrt(K) with K the head width")
-INTERLEAVED = ("head i used the interleaved columns i::H instead of its block i*K:(i+1)*K: the "
-               "fused weights put each head's K columns side by side")
-MASK_NO_HEAD_AXIS = ("the mask was used without a head axis: against (B, H, T, S) scores a "
-                     "(B, T, S) mask lines its batch axis up with the heads; broadcast it to "
-                     "(B, T, S), then mask[:, None] gives (B, 1, T, S)")
-MASK_TS_AS_BTS = ("a (T, S) mask was given a head axis as if it were (B, T, S): mask[:, None] "
-                  "made it (T, 1, S), lining T up with the heads; broadcast the mask to (B, T, S) "
-                  "first (np.broadcast_to), then add the head axis")
+TRANSPOSED_W = (
+    "the weights were used transposed (x @ w.T, PyTorch's layout): course weights are "
+    "stored (d_in, d_out) and applied as x @ w"
+)
+SELF_ONLY = (
+    "x_q was used for the keys and values: keys and values come from x_kv (in "
+    "cross-attention its length S differs from T)"
+)
+SWAPPED_SOURCES = (
+    "the queries came from x_kv and the keys and values from x_q: queries come "
+    "from x_q, keys and values from x_kv"
+)
+SCALE_D = (
+    "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K) with K "
+    "the head width (D // H): each head's dot products are taken in K dimensions"
+)
+SCALE_HK = (
+    "the scores were scaled by 1/sqrt(H*K), the width of all heads together, instead of "
+    "1/sqrt(K) with K the head width"
+)
+INTERLEAVED = (
+    "head i used the interleaved columns i::H instead of its block i*K:(i+1)*K: the "
+    "fused weights put each head's K columns side by side"
+)
+MASK_NO_HEAD_AXIS = (
+    "the mask was used without a head axis: against (B, H, T, S) scores a "
+    "(B, T, S) mask lines its batch axis up with the heads; broadcast it to "
+    "(B, T, S), then mask[:, None] gives (B, 1, T, S)"
+)
+MASK_TS_AS_BTS = (
+    "a (T, S) mask was given a head axis as if it were (B, T, S): mask[:, None] "
+    "made it (T, 1, S), lining T up with the heads; broadcast the mask to (B, T, S) "
+    "first (np.broadcast_to), then add the head axis"
+)
 MASK_IGNORED = "the mask was ignored"
-MASK_FLIPPED = ("mask polarity flipped: True was treated as blocked (PyTorch's attn_mask "
-                "convention), but in the course True means may attend")
-NOT_TRANSPOSED = ("the PyTorch weights were copied without transposing: PyTorch stores "
-                  "(d_out, d_in) and computes x @ W.T, the course stores (d_in, d_out): take .T")
-WRONG_ORDER = ("in_proj_weight was split in the wrong order: its rows hold W_Q (0:D), then W_K "
-               "(D:2D), then W_V (2D:3D)")
-WRONG_ORDER_BIAS = ("in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k "
-                    "(D:2D), then b_v (2D:3D)")
+MASK_FLIPPED = (
+    "mask polarity flipped: True was treated as blocked (PyTorch's attn_mask "
+    "convention), but in the course True means may attend"
+)
+NOT_TRANSPOSED = (
+    "the PyTorch weights were copied without transposing: PyTorch stores "
+    "(d_out, d_in) and computes x @ W.T, the course stores (d_in, d_out): take .T"
+)
+WRONG_ORDER = (
+    "in_proj_weight was split in the wrong order: its rows hold W_Q (0:D), then W_K (D:2D), then W_V (2D:3D)"
+)
+WRONG_ORDER_BIAS = (
+    "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)"
+)
 
 
 def _softmax(x):
@@ -116,9 +143,22 @@ def _softmax(x):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def variant(x_q, x_kv, params, n_heads, mask=None, *, scale_width=None, source="x_kv",
-            mask_mode="head axis", columns="block", out_proj=True, drop=(), transpose=False,
-            average=False):
+def variant(
+    x_q,
+    x_kv,
+    params,
+    n_heads,
+    mask=None,
+    *,
+    scale_width=None,
+    source="x_kv",
+    mask_mode="head axis",
+    columns="block",
+    out_proj=True,
+    drop=(),
+    transpose=False,
+    average=False,
+):
     """(out, weights) of multi-head attention done wrong in one named way (vectorised, float64).
     Raises when the wrong way cannot even be computed (the variant then simply does not match)."""
     p = {n: np.asarray(a, np.float64) for n, a in params.items() if a is not None and n not in drop}
@@ -204,15 +244,19 @@ def mha_mistakes(x_q, x_kv, params, n_heads, mask=None, part=0):
 def make_params(r, d=D, n_heads=H, k=K, bias=True, dtype=np.float64, bias_scale=0.5):
     """Random course parameters; weights ~ N(0, 1.5/sqrt(d)) keep the softmax far from uniform."""
     hk = n_heads * k
-    params = {"w_q": r.standard_normal((d, hk)) * 1.5 / math.sqrt(d),
-              "w_k": r.standard_normal((d, hk)) * 1.5 / math.sqrt(d),
-              "w_v": r.standard_normal((d, hk)) / math.sqrt(d),
-              "w_o": r.standard_normal((hk, d)) / math.sqrt(hk)}
+    params = {
+        "w_q": r.standard_normal((d, hk)) * 1.5 / math.sqrt(d),
+        "w_k": r.standard_normal((d, hk)) * 1.5 / math.sqrt(d),
+        "w_v": r.standard_normal((d, hk)) / math.sqrt(d),
+        "w_o": r.standard_normal((hk, d)) / math.sqrt(hk),
+    }
     if bias:
-        params.update(b_q=r.standard_normal(hk) * bias_scale,
-                      b_k=r.standard_normal(hk) * bias_scale,
-                      b_v=r.standard_normal(hk) * bias_scale,
-                      b_o=r.standard_normal(d) * bias_scale)
+        params.update(
+            b_q=r.standard_normal(hk) * bias_scale,
+            b_k=r.standard_normal(hk) * bias_scale,
+            b_v=r.standard_normal(hk) * bias_scale,
+            b_o=r.standard_normal(d) * bias_scale,
+        )
     return {name: a.astype(dtype) for name, a in params.items()}
 
 
@@ -241,22 +285,39 @@ def check_mha(result, x_q, x_kv, params, n_heads, mask=None, *, what, expected=N
     out, weights = pair(result, what)
     expected_out, expected_weights = expected or mha_loop(x_q, x_kv, params, n_heads, mask)
     dtype = dtype or np.asarray(x_q).dtype
-    check_array(weights, expected_weights.astype(dtype), what=f"the weights of {what}",
-                dims="B H T S", mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=1))
-    check_array(out, expected_out.astype(dtype), what=f"the out of {what}", dims="B T D",
-                mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=0))
+    check_array(
+        weights,
+        expected_weights.astype(dtype),
+        what=f"the weights of {what}",
+        dims="B H T S",
+        mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=1),
+    )
+    check_array(
+        out,
+        expected_out.astype(dtype),
+        what=f"the out of {what}",
+        dims="B T D",
+        mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=0),
+    )
 
 
 def check_loop(out, x_q, x_kv, params, n_heads, mask=None, *, what, expected=None, dtype=None):
     """Compare the learner's out of the loop version with the oracle (or `expected`)."""
     if isinstance(out, (tuple, list)):
-        raise AssertionError(f"{what} returned a {type(out).__name__} of {len(out)} items; the "
-                             "loop version returns out only, one (B, T, D) array.")
+        raise AssertionError(
+            f"{what} returned a {type(out).__name__} of {len(out)} items; the "
+            "loop version returns out only, one (B, T, D) array."
+        )
     if expected is None:
         expected = mha_loop(x_q, x_kv, params, n_heads, mask)[0]
     dtype = dtype or np.asarray(x_q).dtype
-    check_array(out, expected.astype(dtype), what=what, dims="B T D",
-                mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=0))
+    check_array(
+        out,
+        expected.astype(dtype),
+        what=what,
+        dims="B T D",
+        mistakes=mha_mistakes(x_q, x_kv, params, n_heads, mask, part=0),
+    )
 
 
 @cache
@@ -267,8 +328,9 @@ def fixtures():
     cases = {}
     for name in arrays["cases"]:
         prefix = f"{name}__"
-        cases[str(name)] = {key.removeprefix(prefix): value for key, value in arrays.items()
-                            if key.startswith(prefix)}
+        cases[str(name)] = {
+            key.removeprefix(prefix): value for key, value in arrays.items() if key.startswith(prefix)
+        }
     return cases
 
 
@@ -284,11 +346,15 @@ def torch_to_course(state):
     """The conversion, done plainly: split in_proj in Q, K, V order, transpose every weight."""
     w_in = state["in_proj_weight"]
     d = w_in.shape[1]
-    params = {"w_q": w_in[0:d].T, "w_k": w_in[d:2 * d].T, "w_v": w_in[2 * d:3 * d].T,
-              "w_o": state["out_proj.weight"].T}
+    params = {
+        "w_q": w_in[0:d].T,
+        "w_k": w_in[d : 2 * d].T,
+        "w_v": w_in[2 * d : 3 * d].T,
+        "w_o": state["out_proj.weight"].T,
+    }
     if "in_proj_bias" in state:
         b_in = state["in_proj_bias"]
-        params.update(b_q=b_in[0:d], b_k=b_in[d:2 * d], b_v=b_in[2 * d:3 * d])
+        params.update(b_q=b_in[0:d], b_k=b_in[d : 2 * d], b_v=b_in[2 * d : 3 * d])
     if "out_proj.bias" in state:
         params["b_o"] = state["out_proj.bias"]
     return {name: np.ascontiguousarray(a) for name, a in params.items()}
@@ -301,8 +367,10 @@ def describe_case(name, case):
     kind = "self-attention" if name == "self" else "cross-attention"
     mask = f", mask {case['mask'].shape}" if "mask" in case else ""
     bias = "" if "in_proj_bias" in case else ", bias=False"
-    return (f"the torch.nn.MultiheadAttention case '{name}' ({kind}, B={b}, T={t}, S={s}, D={d}, "
-            f"H={h}{bias}{mask})")
+    return (
+        f"the torch.nn.MultiheadAttention case '{name}' ({kind}, B={b}, T={t}, S={s}, D={d}, "
+        f"H={h}{bias}{mask})"
+    )
 
 
 # ---------------------------------------------------------------- multi_head_attention
@@ -312,78 +380,129 @@ class TestMultiHeadAttention:
         r = rng(1)
         x_q, x_kv = inputs(r)
         params = make_params(r)
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                  what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
+        )
 
     def test_small_case_by_hand(self, lesson):
         # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
         # head 1's, feature 2 the value of both heads.
         x_q = np.array([[[1.0, 1.0, 0.0]]])  # (B=1, T=1, D=3)
-        x_kv = np.array([[[0.0, 0.0, 4.0],
-                          [math.log(3.0), 0.0, 8.0]]])  # (B=1, S=2, D=3)
-        params = {"w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-                  "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-                  "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
-                  "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),  # (H*K=2, D=3)
-                  "b_o": np.array([0.0, 0.0, 100.0])}
+        x_kv = np.array([[[0.0, 0.0, 4.0], [math.log(3.0), 0.0, 8.0]]])  # (B=1, S=2, D=3)
+        params = {
+            "w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
+            "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
+            "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
+            "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),  # (H*K=2, D=3)
+            "b_o": np.array([0.0, 0.0, 100.0]),
+        }
         # head 0: q = 1, keys [0, ln 3], scale 1/sqrt(1): weights [1/4, 3/4], values [4, 8] -> 7
         # head 1: q = 1, keys [0, 0]: weights [1/2, 1/2], values [4, 8] -> 6
         # Concat [7, 6] @ w_o = [7, 6, 6]; + b_o = [7, 6, 106]
         expected_weights = np.array([[[[0.25, 0.75]], [[0.5, 0.5]]]])  # (B=1, H=2, T=1, S=2)
         expected_out = np.array([[[7.0, 6.0, 106.0]]])
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, 2), x_q, x_kv, params, 2,
-                  what="multi_head_attention on the hand-checked case (D=3, H=2, K=1)",
-                  expected=(expected_out, expected_weights))
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, 2),
+            x_q,
+            x_kv,
+            params,
+            2,
+            what="multi_head_attention on the hand-checked case (D=3, H=2, K=1)",
+            expected=(expected_out, expected_weights),
+        )
 
     def test_matches_torch_multihead_attention(self, lesson):
         for name, case in fixtures().items():
             params = torch_to_course(torch_state(case))
             h, mask = int(case["n_heads"]), case.get("mask")
-            check_mha(lesson.multi_head_attention(case["x_q"], case["x_kv"], params, h, mask=mask),
-                      case["x_q"], case["x_kv"], params, h, mask,
-                      what=f"multi_head_attention on {describe_case(name, case)}",
-                      expected=(case["out"], case["weights"]))
+            check_mha(
+                lesson.multi_head_attention(case["x_q"], case["x_kv"], params, h, mask=mask),
+                case["x_q"],
+                case["x_kv"],
+                params,
+                h,
+                mask,
+                what=f"multi_head_attention on {describe_case(name, case)}",
+                expected=(case["out"], case["weights"]),
+            )
 
     def test_keys_and_values_come_from_x_kv(self, lesson):
         r = rng(2)
         x_q, x_kv = inputs(r, s=7)  # T = 3 queries, S = 7 keys
         params = make_params(r)
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                  what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 7, 24), params, 4): "
-                       "cross-attention, T=3 queries and S=7 keys")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 7, 24), params, 4): "
+            "cross-attention, T=3 queries and S=7 keys",
+        )
 
     def test_scores_are_scaled_by_the_head_width(self, lesson):
         r = rng(3)
         x_q, x_kv = inputs(r)
         for n_heads, k in ((4, 6), (2, 12)):  # D = 24 both times, the head width differs
             params = make_params(r, n_heads=n_heads, k=k, bias=False)
-            check_mha(lesson.multi_head_attention(x_q, x_kv, params, n_heads), x_q, x_kv, params,
-                      n_heads, what=f"multi_head_attention(x_q, x_kv, params, n_heads={n_heads}) "
-                                    f"with D=24, K={k}")
+            check_mha(
+                lesson.multi_head_attention(x_q, x_kv, params, n_heads),
+                x_q,
+                x_kv,
+                params,
+                n_heads,
+                what=f"multi_head_attention(x_q, x_kv, params, n_heads={n_heads}) with D=24, K={k}",
+            )
 
     def test_every_bias_is_added(self, lesson):
         r = rng(4)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias_scale=2.0)
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                  what="multi_head_attention(x_q, x_kv, params, 4) with large biases b_q, b_k, "
-                       "b_v, b_o")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention(x_q, x_kv, params, 4) with large biases b_q, b_k, b_v, b_o",
+        )
         for name in BIASES:  # one bias at a time: each must reach the output
             only = {**make_params(r, bias=False), name: params[name]}
-            check_mha(lesson.multi_head_attention(x_q, x_kv, only, H), x_q, x_kv, only, H,
-                      what=f"multi_head_attention(x_q, x_kv, params, 4) with {name} as the only "
-                           "bias")
+            check_mha(
+                lesson.multi_head_attention(x_q, x_kv, only, H),
+                x_q,
+                x_kv,
+                only,
+                H,
+                what=f"multi_head_attention(x_q, x_kv, params, 4) with {name} as the only bias",
+            )
 
     def test_absent_or_none_biases_are_not_added(self, lesson):
         r = rng(5)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias=False)
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                  what="multi_head_attention(x_q, x_kv, params, 4) with no b_* keys in params")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention(x_q, x_kv, params, 4) with no b_* keys in params",
+        )
         with_none = {**params, "b_q": None, "b_k": None, "b_v": None, "b_o": None}
-        check_mha(lesson.multi_head_attention(x_q, x_kv, with_none, H), x_q, x_kv, params, H,
-                  what="multi_head_attention(x_q, x_kv, params, 4) with b_q = b_k = b_v = b_o = "
-                       "None")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, with_none, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention(x_q, x_kv, params, 4) with b_q = b_k = b_v = b_o = None",
+        )
 
     def test_a_b_t_s_mask_gets_a_head_axis(self, lesson):
         r = rng(6)
@@ -391,15 +510,28 @@ class TestMultiHeadAttention:
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=h * k)
         params = make_params(r, d=h * k, n_heads=h, k=k)
         mask = random_mask(r, (b, t, s))
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask), x_q, x_kv, params,
-                  h, mask, what="multi_head_attention(x_q (3, 2, 12), x_kv (3, 5, 12), params, "
-                                "n_heads=3, mask (B, T, S) = (3, 2, 5)), B = H = 3")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            h,
+            mask,
+            what="multi_head_attention(x_q (3, 2, 12), x_kv (3, 5, 12), params, "
+            "n_heads=3, mask (B, T, S) = (3, 2, 5)), B = H = 3",
+        )
         x_q, x_kv = inputs(r)
         mask = random_mask(r, (B, T, S))
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params := make_params(r), H, mask=mask),
-                  x_q, x_kv, params, H, mask,
-                  what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4, "
-                       "mask (B, T, S) = (2, 3, 5))")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params := make_params(r), H, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            H,
+            mask,
+            what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4, "
+            "mask (B, T, S) = (2, 3, 5))",
+        )
 
     def test_a_t_s_mask_is_shared_by_every_batch_element(self, lesson):
         r = rng(7)
@@ -408,24 +540,44 @@ class TestMultiHeadAttention:
         params = make_params(r, d=h * k, n_heads=h, k=k)
         mask = np.tril(np.ones((t, s), bool), k=s - t)  # causal, aligned bottom-right
         mask[0, :2] = False
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask), x_q, x_kv, params,
-                  h, mask, what="multi_head_attention(x_q (2, 3, 12), x_kv (2, 5, 12), params, "
-                                "n_heads=3, mask (T, S) = (3, 5)), T = H = 3")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            h,
+            mask,
+            what="multi_head_attention(x_q (2, 3, 12), x_kv (2, 5, 12), params, "
+            "n_heads=3, mask (T, S) = (3, 5)), T = H = 3",
+        )
         x_q, x_kv = inputs(r)
         mask = random_mask(r, (T, S))
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params := make_params(r), H, mask=mask),
-                  x_q, x_kv, params, H, mask,
-                  what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4, "
-                       "mask (T, S) = (3, 5))")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params := make_params(r), H, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            H,
+            mask,
+            what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4, "
+            "mask (T, S) = (3, 5))",
+        )
 
     def test_a_padding_mask_b_1_s_hides_keys_per_batch_element(self, lesson):
         r = rng(8)
         x_q, x_kv = inputs(r)
         params = make_params(r)
         mask = (np.arange(S) < np.array([S, 2])[:, None])[:, None, :]  # (B, 1, S), lengths 5, 2
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask), x_q, x_kv, params,
-                  H, mask, what="multi_head_attention(x_q, x_kv, params, 4, mask) with a (B, 1, S) "
-                                "= (2, 1, 5) padding mask of lengths [5, 2]")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            H,
+            mask,
+            what="multi_head_attention(x_q, x_kv, params, 4, mask) with a (B, 1, S) "
+            "= (2, 1, 5) padding mask of lengths [5, 2]",
+        )
 
     def test_a_fully_masked_query_gets_zero_weights_and_out_b_o(self, lesson):
         r = rng(9)
@@ -435,12 +587,14 @@ class TestMultiHeadAttention:
         what = "multi_head_attention(x_q, x_kv, params, 4, mask) where query 2 may attend no key"
         out, weights = pair(lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask), what)
         for name, array in (("weights", weights), ("out", out)):
-            assert not (isinstance(array, np.ndarray) and array.dtype.kind == "f"
-                        and np.isnan(array).any()), (
+            assert not (
+                isinstance(array, np.ndarray) and array.dtype.kind == "f" and np.isnan(array).any()
+            ), (
                 f"the {name} of {what} contain NaN. A query that may attend no key gets all-zero "
                 "weights in every head, so its merged heads are zero and its out is just b_o: "
                 "lesson 3's attention does this when its own softmax returns zeros for an all "
-                "-inf row.")
+                "-inf row."
+            )
         check_mha((out, weights), x_q, x_kv, params, H, mask, what=what)
 
     def test_keeps_float32(self, lesson):
@@ -448,8 +602,15 @@ class TestMultiHeadAttention:
         x_q, x_kv = inputs(r, dtype=np.float32)
         params = make_params(r, dtype=np.float32)
         mask = random_mask(r, (B, T, S))
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask), x_q, x_kv, params,
-                  H, mask, what="multi_head_attention(...) in float32")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            H,
+            mask,
+            what="multi_head_attention(...) in float32",
+        )
 
     def test_leaves_its_inputs_unchanged(self, lesson):
         r = rng(11)
@@ -458,21 +619,34 @@ class TestMultiHeadAttention:
         lesson.multi_head_attention(x_q, x_kv, make_params(r), H, mask=mask)
         check_not_modified(lesson, "multi_head_attention(x_q, x_kv, params, n_heads, mask)")
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), d=st.integers(1, 6),
-           h=st.integers(1, 4), k=st.integers(1, 3), bias=st.booleans(),
-           mask_form=st.sampled_from([None, "T S", "B T S", "B 1 S"]),
-           seed=st.integers(0, 2**32 - 1))
-    def test_matches_the_loop_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, mask_form,
-                                            seed):
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        s=st.integers(1, 5),
+        d=st.integers(1, 6),
+        h=st.integers(1, 4),
+        k=st.integers(1, 3),
+        bias=st.booleans(),
+        mask_form=st.sampled_from([None, "T S", "B T S", "B 1 S"]),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_matches_the_loop_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, mask_form, seed):
         r = rng(seed)
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=d)
         params = make_params(r, d=d, n_heads=h, k=k, bias=bias)
         shape = {"T S": (t, s), "B T S": (b, t, s), "B 1 S": (b, 1, s)}.get(mask_form)
         mask = None if shape is None else r.random(shape) < 0.6  # empty rows allowed
-        check_mha(lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask), x_q, x_kv, params,
-                  h, mask, what=f"multi_head_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params "
-                                f"(H*K = {h * k}{'' if bias else ', no biases'}), n_heads={h}, "
-                                f"mask {None if shape is None else shape})")
+        check_mha(
+            lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            h,
+            mask,
+            what=f"multi_head_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params "
+            f"(H*K = {h * k}{'' if bias else ', no biases'}), n_heads={h}, "
+            f"mask {None if shape is None else shape})",
+        )
 
     @given(h=st.integers(2, 4), seed=st.integers(0, 2**32 - 1))
     def test_reordering_the_heads_reorders_the_weights_and_keeps_out(self, lesson, h, seed):
@@ -482,26 +656,42 @@ class TestMultiHeadAttention:
         params = make_params(r, d=5, n_heads=h, k=k)
         perm = r.permutation(h)
         cols = np.concatenate([np.arange(i * k, (i + 1) * k) for i in perm])  # head blocks moved
-        moved = {"w_q": params["w_q"][:, cols], "w_k": params["w_k"][:, cols],
-                 "w_v": params["w_v"][:, cols], "w_o": params["w_o"][cols],
-                 "b_q": params["b_q"][cols], "b_k": params["b_k"][cols],
-                 "b_v": params["b_v"][cols], "b_o": params["b_o"]}
+        moved = {
+            "w_q": params["w_q"][:, cols],
+            "w_k": params["w_k"][:, cols],
+            "w_v": params["w_v"][:, cols],
+            "w_o": params["w_o"][cols],
+            "b_q": params["b_q"][cols],
+            "b_k": params["b_k"][cols],
+            "b_v": params["b_v"][cols],
+            "b_o": params["b_o"],
+        }
         what = f"multi_head_attention(x_q, x_kv, params, n_heads={h})"
         out, weights = pair(lesson.multi_head_attention(x_q, x_kv, params, h), what)
         out2, weights2 = pair(lesson.multi_head_attention(x_q, x_kv, moved, h), what)
         assert all(isinstance(a, np.ndarray) for a in (out, weights, out2, weights2)), (
-            f"{what} must return two numpy arrays (out, weights).")
+            f"{what} must return two numpy arrays (out, weights)."
+        )
         want = (x_q.shape[0], h, x_q.shape[1], x_kv.shape[1])
         assert weights.shape == weights2.shape == want, (
             f"the weights of {what} should have shape (B, H, T, S) = {want}, one attention map "
-            f"per head; got {weights.shape}.")
-        check_array(out2, out, what=f"out after reordering the heads by {perm.tolist()} (the "
-                                    "head blocks of w_q, w_k, w_v, their biases and the rows of "
-                                    "w_o moved together: the sum over heads must not change)",
-                    dims="B T D")
-        check_array(weights2, weights[:, perm], what=f"the weights after reordering the heads by "
-                    f"{perm.tolist()} (they should be the old maps in the new head order)",
-                    dims="B H T S")
+            f"per head; got {weights.shape}."
+        )
+        check_array(
+            out2,
+            out,
+            what=f"out after reordering the heads by {perm.tolist()} (the "
+            "head blocks of w_q, w_k, w_v, their biases and the rows of "
+            "w_o moved together: the sum over heads must not change)",
+            dims="B T D",
+        )
+        check_array(
+            weights2,
+            weights[:, perm],
+            what=f"the weights after reordering the heads by "
+            f"{perm.tolist()} (they should be the old maps in the new head order)",
+            dims="B H T S",
+        )
 
 
 # ---------------------------------------------------------------- multi_head_attention_loop
@@ -511,54 +701,96 @@ class TestMultiHeadAttentionLoop:
         r = rng(20)
         x_q, x_kv = inputs(r)
         params = make_params(r)
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                   what="multi_head_attention_loop(x_q (2, 3, 24), x_kv (2, 5, 24), params, "
-                        "n_heads=4)")
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention_loop(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
+        )
 
     def test_loop_small_case_by_hand(self, lesson):
         # The case of test_small_case_by_hand: heads [7] and [6], Concat [7, 6] @ w_o + b_o.
         x_q = np.array([[[1.0, 1.0, 0.0]]])
         x_kv = np.array([[[0.0, 0.0, 4.0], [math.log(3.0), 0.0, 8.0]]])
-        params = {"w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-                  "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-                  "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
-                  "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),
-                  "b_o": np.array([0.0, 0.0, 100.0])}
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, 2), x_q, x_kv, params, 2,
-                   what="multi_head_attention_loop on the hand-checked case (D=3, H=2, K=1)",
-                   expected=np.array([[[7.0, 6.0, 106.0]]]))
+        params = {
+            "w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
+            "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
+            "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
+            "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),
+            "b_o": np.array([0.0, 0.0, 100.0]),
+        }
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, params, 2),
+            x_q,
+            x_kv,
+            params,
+            2,
+            what="multi_head_attention_loop on the hand-checked case (D=3, H=2, K=1)",
+            expected=np.array([[[7.0, 6.0, 106.0]]]),
+        )
 
     def test_loop_matches_torch_multihead_attention(self, lesson):
         for name, case in fixtures().items():
             params = torch_to_course(torch_state(case))
             h, mask = int(case["n_heads"]), case.get("mask")
-            check_loop(lesson.multi_head_attention_loop(case["x_q"], case["x_kv"], params, h,
-                                                        mask=mask),
-                       case["x_q"], case["x_kv"], params, h, mask,
-                       what=f"multi_head_attention_loop on {describe_case(name, case)}",
-                       expected=case["out"])
+            check_loop(
+                lesson.multi_head_attention_loop(case["x_q"], case["x_kv"], params, h, mask=mask),
+                case["x_q"],
+                case["x_kv"],
+                params,
+                h,
+                mask,
+                what=f"multi_head_attention_loop on {describe_case(name, case)}",
+                expected=case["out"],
+            )
 
     def test_head_i_owns_columns_i_k_to_i_plus_1_k(self, lesson):
         r = rng(21)
         x_q, x_kv = inputs(r, s=7)
         for n_heads, k in ((4, 6), (3, 8)):
             params = make_params(r, n_heads=n_heads, k=k)
-            check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, n_heads), x_q, x_kv,
-                       params, n_heads, what=f"multi_head_attention_loop(x_q (2, 3, 24), x_kv "
-                                             f"(2, 7, 24), params, n_heads={n_heads}), K={k}")
+            check_loop(
+                lesson.multi_head_attention_loop(x_q, x_kv, params, n_heads),
+                x_q,
+                x_kv,
+                params,
+                n_heads,
+                what=f"multi_head_attention_loop(x_q (2, 3, 24), x_kv "
+                f"(2, 7, 24), params, n_heads={n_heads}), K={k}",
+            )
 
     def test_loop_adds_every_bias_and_works_without(self, lesson):
         r = rng(22)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias_scale=2.0)
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, H), x_q, x_kv, params, H,
-                   what="multi_head_attention_loop(x_q, x_kv, params, 4) with large biases")
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, params, H),
+            x_q,
+            x_kv,
+            params,
+            H,
+            what="multi_head_attention_loop(x_q, x_kv, params, 4) with large biases",
+        )
         plain = make_params(r, bias=False)
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, plain, H), x_q, x_kv, plain, H,
-                   what="multi_head_attention_loop(x_q, x_kv, params, 4) with no b_* keys")
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, plain, H),
+            x_q,
+            x_kv,
+            plain,
+            H,
+            what="multi_head_attention_loop(x_q, x_kv, params, 4) with no b_* keys",
+        )
         with_none = {**plain, "b_q": None, "b_k": None, "b_v": None, "b_o": None}
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, with_none, H), x_q, x_kv, plain,
-                   H, what="multi_head_attention_loop(x_q, x_kv, params, 4) with biases None")
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, with_none, H),
+            x_q,
+            x_kv,
+            plain,
+            H,
+            what="multi_head_attention_loop(x_q, x_kv, params, 4) with biases None",
+        )
 
     def test_loop_applies_every_mask_form(self, lesson):
         r = rng(23)
@@ -566,9 +798,15 @@ class TestMultiHeadAttentionLoop:
         params = make_params(r)
         for shape in ((T, S), (B, T, S), (B, 1, S)):
             mask = random_mask(r, shape, fully_masked_row=shape[-2] > 1)
-            check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, H, mask=mask), x_q,
-                       x_kv, params, H, mask,
-                       what=f"multi_head_attention_loop(x_q, x_kv, params, 4, mask {shape})")
+            check_loop(
+                lesson.multi_head_attention_loop(x_q, x_kv, params, H, mask=mask),
+                x_q,
+                x_kv,
+                params,
+                H,
+                mask,
+                what=f"multi_head_attention_loop(x_q, x_kv, params, 4, mask {shape})",
+            )
 
     def test_loop_keeps_float32_and_its_inputs(self, lesson):
         r = rng(24)
@@ -577,22 +815,35 @@ class TestMultiHeadAttentionLoop:
         mask = random_mask(r, (B, T, S))
         out = lesson.multi_head_attention_loop(x_q, x_kv, params, H, mask=mask)
         check_not_modified(lesson, "multi_head_attention_loop(x_q, x_kv, params, n_heads, mask)")
-        check_loop(out, x_q, x_kv, params, H, mask,
-                   what="multi_head_attention_loop(...) in float32")
+        check_loop(out, x_q, x_kv, params, H, mask, what="multi_head_attention_loop(...) in float32")
 
-    @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), d=st.integers(1, 6),
-           h=st.integers(1, 4), k=st.integers(1, 3), bias=st.booleans(), masked=st.booleans(),
-           seed=st.integers(0, 2**32 - 1))
-    def test_loop_matches_the_oracle_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, masked,
-                                                   seed):
+    @given(
+        b=st.integers(1, 3),
+        t=st.integers(1, 4),
+        s=st.integers(1, 5),
+        d=st.integers(1, 6),
+        h=st.integers(1, 4),
+        k=st.integers(1, 3),
+        bias=st.booleans(),
+        masked=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_loop_matches_the_oracle_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, masked, seed):
         r = rng(seed)
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=d)
         params = make_params(r, d=d, n_heads=h, k=k, bias=bias)
         mask = r.random((b, t, s)) < 0.6 if masked else None
-        check_loop(lesson.multi_head_attention_loop(x_q, x_kv, params, h, mask=mask), x_q, x_kv,
-                   params, h, mask, what=f"multi_head_attention_loop(x_q {x_q.shape}, x_kv "
-                                         f"{x_kv.shape}, params (H*K = {h * k}), n_heads={h}, "
-                                         f"mask {None if mask is None else mask.shape})")
+        check_loop(
+            lesson.multi_head_attention_loop(x_q, x_kv, params, h, mask=mask),
+            x_q,
+            x_kv,
+            params,
+            h,
+            mask,
+            what=f"multi_head_attention_loop(x_q {x_q.shape}, x_kv "
+            f"{x_kv.shape}, params (H*K = {h * k}), n_heads={h}, "
+            f"mask {None if mask is None else mask.shape})",
+        )
 
 
 # ---------------------------------------------------------------- params_from_torch
@@ -601,7 +852,7 @@ def params_mistakes(state, key):
     w_in = state["in_proj_weight"]
     d = w_in.shape[1]
     names = ("w_q", "w_k", "w_v")
-    blocks = {"W_Q": w_in[0:d], "W_K": w_in[d:2 * d], "W_V": w_in[2 * d:3 * d]}
+    blocks = {"W_Q": w_in[0:d], "W_K": w_in[d : 2 * d], "W_V": w_in[2 * d : 3 * d]}
     mistakes = {}
     if key in names:
         right = ("W_Q", "W_K", "W_V")[names.index(key)]
@@ -609,8 +860,7 @@ def params_mistakes(state, key):
         for label, block in blocks.items():
             if label != right:
                 mistakes[f"{WRONG_ORDER} ({key} holds the {label} block)"] = block.T
-                mistakes[f"{WRONG_ORDER} ({key} holds the {label} block, not transposed "
-                         "either)"] = block
+                mistakes[f"{WRONG_ORDER} ({key} holds the {label} block, not transposed either)"] = block
     elif key == "w_o":
         mistakes[NOT_TRANSPOSED] = state["out_proj.weight"]
     elif key in ("b_q", "b_k", "b_v") and "in_proj_bias" in state:
@@ -618,7 +868,7 @@ def params_mistakes(state, key):
         right = ("b_q", "b_k", "b_v").index(key)
         for j, label in enumerate(("b_q", "b_k", "b_v")):
             if j != right:
-                mistakes[f"{WRONG_ORDER_BIAS} ({key} holds {label})"] = b_in[j * d:(j + 1) * d]
+                mistakes[f"{WRONG_ORDER_BIAS} ({key} holds {label})"] = b_in[j * d : (j + 1) * d]
     return mistakes
 
 
@@ -630,18 +880,23 @@ def check_converted(result, state, *, what):
     assert isinstance(result, dict), (
         f"{what} returned {got}; "
         "it must return a dict with the keys w_q, w_k, w_v, w_o (and b_q, b_k, b_v, b_o when the "
-        "state has biases).")
+        "state has biases)."
+    )
     missing = [key for key in expected if result.get(key) is None]
-    assert not missing, (f"{what} has no {', '.join(missing)}; expected the keys "
-                         f"{', '.join(expected)}.")
+    assert not missing, f"{what} has no {', '.join(missing)}; expected the keys {', '.join(expected)}."
     extra = [key for key in BIASES if key not in expected and result.get(key) is not None]
-    assert not extra, (f"{what} holds {', '.join(extra)}, but the state has no bias keys (the "
-                       "module was built with bias=False): leave the b_* entries out.")
+    assert not extra, (
+        f"{what} holds {', '.join(extra)}, but the state has no bias keys (the "
+        "module was built with bias=False): leave the b_* entries out."
+    )
     for key, value in expected.items():
-        check_array(result[key], value, what=f"{what}['{key}']",
-                    dims="D HK" if key in ("w_q", "w_k", "w_v") else
-                    "HK D" if key == "w_o" else "D",
-                    mistakes=params_mistakes(state, key))
+        check_array(
+            result[key],
+            value,
+            what=f"{what}['{key}']",
+            dims="D HK" if key in ("w_q", "w_k", "w_v") else "HK D" if key == "w_o" else "D",
+            mistakes=params_mistakes(state, key),
+        )
 
 
 @exercise("params_from_torch")
@@ -650,35 +905,47 @@ class TestParamsFromTorch:
         case = fixtures()["cross_batch_mask"]
         state = torch_state(case)
         result = lesson.params_from_torch(state, int(case["n_heads"]))
-        check_converted(result, state, what="params_from_torch(state of MultiheadAttention(20, 4), "
-                                            "n_heads=4)")
+        check_converted(
+            result, state, what="params_from_torch(state of MultiheadAttention(20, 4), n_heads=4)"
+        )
 
     def test_params_from_torch_small_case_by_hand(self, lesson):
-        state = {"in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2
-                 "in_proj_bias": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-                 "out_proj.weight": np.array([[1.0, 2.0], [3.0, 4.0]]),
-                 "out_proj.bias": np.array([7.0, 8.0])}
+        state = {
+            "in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2
+            "in_proj_bias": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            "out_proj.weight": np.array([[1.0, 2.0], [3.0, 4.0]]),
+            "out_proj.bias": np.array([7.0, 8.0]),
+        }
         # rows 0:2 = [[0, 1], [2, 3]] are W_Q as PyTorch stores it: w_q = its .T = [[0, 2], [1, 3]]
         # rows 2:4 -> w_k = [[4, 6], [5, 7]]; rows 4:6 -> w_v = [[8, 10], [9, 11]]
         # w_o = [[1, 3], [2, 4]]; b_q = [1, 2], b_k = [3, 4], b_v = [5, 6], b_o = [7, 8]
         result = lesson.params_from_torch(state, 2)
         check_converted(result, state, what="params_from_torch(the hand-checked D=2 state, 2)")
-        check_array(result["w_q"], np.array([[0.0, 2.0], [1.0, 3.0]]),
-                    what="params_from_torch(the hand-checked D=2 state, 2)['w_q']", dims="D HK")
+        check_array(
+            result["w_q"],
+            np.array([[0.0, 2.0], [1.0, 3.0]]),
+            what="params_from_torch(the hand-checked D=2 state, 2)['w_q']",
+            dims="D HK",
+        )
 
     def test_each_course_weight_is_its_pytorch_block_transposed(self, lesson):
         for name, case in fixtures().items():
             state = torch_state(case)
-            check_converted(lesson.params_from_torch(state, int(case["n_heads"])), state,
-                            what=f"params_from_torch(state, n_heads) for "
-                                 f"{describe_case(name, case)}")
+            check_converted(
+                lesson.params_from_torch(state, int(case["n_heads"])),
+                state,
+                what=f"params_from_torch(state, n_heads) for {describe_case(name, case)}",
+            )
 
     def test_a_state_without_biases_gives_no_biases(self, lesson):
         case = fixtures()["cross_no_bias_shared_mask"]
         state = torch_state(case)
         assert "in_proj_bias" not in state
-        check_converted(lesson.params_from_torch(state, int(case["n_heads"])), state,
-                        what="params_from_torch(state of MultiheadAttention(10, 2, bias=False), 2)")
+        check_converted(
+            lesson.params_from_torch(state, int(case["n_heads"])),
+            state,
+            what="params_from_torch(state of MultiheadAttention(10, 2, bias=False), 2)",
+        )
 
     def test_converted_params_reproduce_torch_end_to_end(self, lesson):
         for name, case in fixtures().items():
@@ -687,8 +954,13 @@ class TestParamsFromTorch:
             what = f"params_from_torch(state, {h}) for {describe_case(name, case)}"
             check_converted(result, torch_state(case), what=what)
             out, _ = mha_loop(case["x_q"], case["x_kv"], result, h, case.get("mask"))
-            check_array(out, case["out"], what=f"multi-head attention (the grader's own) with the "
-                        f"params of {what}, compared with PyTorch's output", dims="B T D")
+            check_array(
+                out,
+                case["out"],
+                what=f"multi-head attention (the grader's own) with the "
+                f"params of {what}, compared with PyTorch's output",
+                dims="B T D",
+            )
 
     def test_params_from_torch_keeps_float32_and_the_state(self, lesson):
         case = fixtures()["self"]
@@ -697,16 +969,21 @@ class TestParamsFromTorch:
         check_not_modified(lesson, "params_from_torch(state, n_heads)")
         check_converted(result, state, what="params_from_torch(state, n_heads) in float32")
 
-    @given(d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(),
-           seed=st.integers(0, 2**32 - 1))
+    @given(
+        d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 2**32 - 1)
+    )
     def test_params_from_torch_for_any_width(self, lesson, d_over_h, h, bias, seed):
         r = rng(seed)
         d = d_over_h * h
-        state = {"in_proj_weight": r.standard_normal((3 * d, d)),
-                 "out_proj.weight": r.standard_normal((d, d))}
+        state = {
+            "in_proj_weight": r.standard_normal((3 * d, d)),
+            "out_proj.weight": r.standard_normal((d, d)),
+        }
         if bias:
-            state.update({"in_proj_bias": r.standard_normal(3 * d),
-                          "out_proj.bias": r.standard_normal(d)})
-        check_converted(lesson.params_from_torch(state, h), state,
-                        what=f"params_from_torch(state of MultiheadAttention({d}, {h}"
-                             f"{'' if bias else ', bias=False'}), {h})")
+            state.update({"in_proj_bias": r.standard_normal(3 * d), "out_proj.bias": r.standard_normal(d)})
+        check_converted(
+            lesson.params_from_torch(state, h),
+            state,
+            what=f"params_from_torch(state of MultiheadAttention({d}, {h}"
+            f"{'' if bias else ', bias=False'}), {h})",
+        )

@@ -53,44 +53,53 @@ def count_mistakes(d, h, g=None, bias=True):
     right = count_oracle(d, h, g, bias)
     wrong = {
         2 * d * d + 2 * d * g * k: "the biases are not counted (b_q, b_k, b_v and b_o have "
-                                   "D + G*K + G*K + D entries together)",
+        "D + G*K + G*K + D entries together)",
         4 * d * d + 4 * d * b: "W_K and W_V were counted as D x D, but with G key/value heads they "
-                               "are D x (G*K)",
+        "are D x (G*K)",
         d * d + 2 * d * g * k + b * (d + 2 * g * k): "W_O (and b_o) are not counted: the layer "
-                                                     "ends with the (H*K, D) output projection",
+        "ends with the (H*K, D) output projection",
         d * d + 2 * d * g * k + b * (2 * d + 2 * g * k): "W_O is not counted: the layer ends with "
-                                                         "the (H*K, D) output projection",
+        "the (H*K, D) output projection",
         h * right: "every head was counted with the whole layer's parameters: the count changes "
-                   "with the number of heads",
-        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k)) + d * d + b * d:
-            "every head was counted with its own D x D matrices: the count changes with the "
-            "number of heads, but head h only owns K = D // H columns of each matrix",
-        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): "W_K and W_V were counted as D x G instead of "
-                                                     "D x (G*K)",
+        "with the number of heads",
+        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k))
+        + d * d
+        + b * d: "every head was counted with its own D x D matrices: the count changes with the "
+        "number of heads, but head h only owns K = D // H columns of each matrix",
+        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): "W_K and W_V were counted as D x G instead of D x (G*K)",
         2 * d * d + 2 * d * g * k + b * 4 * d: "b_k and b_v were counted with D entries each, but "
-                                               "they have G*K",
+        "they have G*K",
     }
     return {value: text for value, text in wrong.items() if value != right and text}
 
 
 def check_count(actual, d, h, g=None, bias=True):
-    what = f"count_parameters({d}, {h}" + (f", n_kv_heads={g}" if g is not None else "") + \
-        (", bias=False" if not bias else "") + ")"
+    what = (
+        f"count_parameters({d}, {h}"
+        + (f", n_kv_heads={g}" if g is not None else "")
+        + (", bias=False" if not bias else "")
+        + ")"
+    )
     expected = count_oracle(d, h, g, bias)
     if isinstance(actual, np.ndarray) and actual.ndim == 0:
         actual = actual.item()
     if isinstance(actual, float) and actual == expected:
-        raise KnownMistake(f"{what} returned the float {actual!r}; a count is an int. Use // "
-                           "(integer division) for K = D // H: / always gives a float.",
-                           "the count is a float: / was used where // was needed")
+        raise KnownMistake(
+            f"{what} returned the float {actual!r}; a count is an int. Use // "
+            "(integer division) for K = D // H: / always gives a float.",
+            "the count is a float: / was used where // was needed",
+        )
     if isinstance(actual, (int, np.integer)) and not isinstance(actual, bool) and actual != expected:
         known = count_mistakes(d, h, g, bias).get(int(actual))
         if known:
-            raise KnownMistake(f"{what} returned {actual}; expected {expected}.\n"
-                               f"This looks like a known mistake: {known}.", known)
+            raise KnownMistake(
+                f"{what} returned {actual}; expected {expected}.\nThis looks like a known mistake: {known}.",
+                known,
+            )
     check_scalar(actual, expected, what=what)
     assert isinstance(actual, (int, np.integer)), (
-        f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int.")
+        f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
+    )
 
 
 def value_error_line(call):
@@ -125,7 +134,8 @@ class TestCountParameters:
             f"{list(values.values())}: it changes with the number of heads. It should not: W_Q and "
             "W_O are (D, H*K) and (H*K, D) with H*K = D, and W_K, W_V are (D, H*K) too in "
             "multi-head attention. The heads split the D features, they do not multiply them: "
-            f"the count is 4*D*D + 4*D = {count_oracle(d, 1)} for every H.")
+            f"the count is 4*D*D + 4*D = {count_oracle(d, 1)} for every H."
+        )
         check_count(counts[4], d, 4)
 
     def test_count_parameters_under_gqa_counts_w_k_and_w_v_as_d_by_gk(self, lesson):
@@ -147,29 +157,36 @@ class TestCountParameters:
         line, value = value_error_line(lambda: lesson.count_parameters(10, 4))
         assert line is not None, (
             f"count_parameters(10, 4) returned {value!r}; it should raise ValueError: d_model=10 "
-            "is not divisible by n_heads=4, so there is no whole head width K = D // H.")
+            "is not divisible by n_heads=4, so there is no whole head width K = D // H."
+        )
         assert line.startswith("ValueError"), (
             f"count_parameters(10, 4) raised `{line}`; it should raise ValueError (raise it "
-            "yourself before computing anything, with a message that names 10 and 4).")
+            "yourself before computing anything, with a message that names 10 and 4)."
+        )
         assert names_number(line, 10) and names_number(line, 4), (
             f"count_parameters(10, 4) raised `{line}`: the message should name both numbers, "
-            "d_model=10 and n_heads=4, so the caller sees what does not divide.")
+            "d_model=10 and n_heads=4, so the caller sees what does not divide."
+        )
 
     def test_count_parameters_raises_value_error_when_h_is_not_divisible_by_g(self, lesson):
         line, value = value_error_line(lambda: lesson.count_parameters(30, 6, n_kv_heads=4))
         assert line is not None, (
             f"count_parameters(30, 6, n_kv_heads=4) returned {value!r}; it should raise "
             "ValueError: n_heads=6 is not divisible by n_kv_heads=4, so the query heads cannot be "
-            "shared out equally among the key/value heads.")
+            "shared out equally among the key/value heads."
+        )
         assert line.startswith("ValueError"), (
             f"count_parameters(30, 6, n_kv_heads=4) raised `{line}`; it should raise ValueError "
-            "with a message that names 6 and 4.")
+            "with a message that names 6 and 4."
+        )
         assert names_number(line, 6) and names_number(line, 4), (
             f"count_parameters(30, 6, n_kv_heads=4) raised `{line}`: the message should name "
-            "both numbers, n_heads=6 and n_kv_heads=4.")
+            "both numbers, n_heads=6 and n_kv_heads=4."
+        )
 
-    @given(k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans(),
-           gqa=st.booleans())
+    @given(
+        k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans(), gqa=st.booleans()
+    )
     def test_count_parameters_matches_the_parameter_shapes(self, lesson, k, g, rep, bias, gqa):
         h = g * rep
         d = h * k
@@ -242,7 +259,8 @@ def checked_params(params, v, ln, what):
     d = 2 * k
     assert isinstance(params, dict), (
         f"{what} returned {type(params).__name__}; expected a dict of arrays with the keys "
-        "w_q, w_k, w_v, w_o (and optionally b_q, b_k, b_v, b_o).")
+        "w_q, w_k, w_v, w_o (and optionally b_q, b_k, b_v, b_o)."
+    )
     missing = [n for n in ("w_q", "w_k", "w_v", "w_o") if n not in params]
     assert not missing, f"{what} has no {', '.join(missing)}: the dict needs w_q, w_k, w_v, w_o."
     out = {}
@@ -253,11 +271,13 @@ def checked_params(params, v, ln, what):
             continue
         want = (d, d) if name.startswith("w_") else (d,)
         assert isinstance(value, np.ndarray) and value.dtype.kind in "biuf", (
-            f"{what}['{name}'] is not a numpy array of numbers.")
+            f"{what}['{name}'] is not a numpy array of numbers."
+        )
         assert value.shape == want, (
             f"{what}['{name}'] has shape {value.shape}; expected {want}: D = 2 * (V + L) = "
             f"2 * ({v} + {ln}) = {d}, with H = 2 heads of width K = V + L = {k}, so every "
-            f"weight is (D, H*K) or (H*K, D) = ({d}, {d}).")
+            f"weight is (D, H*K) or (H*K, D) = ({d}, {d})."
+        )
         assert np.isfinite(value).all(), f"{what}['{name}'] holds NaN or inf values."
         out[name] = value.astype(np.float64)
     return out
@@ -283,8 +303,10 @@ def half_candidates(tokens, v, ln):
         found[("position", back)] = (pos, f"the position code of the token {back} back")
         found[("position slot", back)] = (pos_slot, f"the position code of the token {back} back")
         found[("whole", back)] = (tok + pos_slot, f"the token {back} back AND its position code")
-    found[("blend", 0)] = ((found[("token", 1)][0] + found[("token", 2)][0]) / 2,
-                           "an even blend of the tokens 1 and 2 back")
+    found[("blend", 0)] = (
+        (found[("token", 1)][0] + found[("token", 2)][0]) / 2,
+        "an even blend of the tokens 1 and 2 back",
+    )
     found[("zeros", 0)] = (np.zeros((n_b, len(ts), k)), "nothing (all zeros)")
     return found
 
@@ -300,10 +322,12 @@ def explain(out, weights, tokens, v, ln):
     candidates = half_candidates(tokens, v, ln)
     holds, shares = [], []
     for h in (0, 1):
-        half = graded[..., h * k:(h + 1) * k]
+        half = graded[..., h * k : (h + 1) * k]
         # the share of graded positions at which the half equals each candidate
-        share = {key: float((np.abs(half - arr).max(axis=-1) < 0.05).mean())
-                 for key, (arr, _) in candidates.items()}
+        share = {
+            key: float((np.abs(half - arr).max(axis=-1) < 0.05).mean())
+            for key, (arr, _) in candidates.items()
+        }
         best = max(share, key=share.get)
         holds.append(best if share[best] >= 0.5 else None)
         shares.append(share[best])
@@ -316,33 +340,42 @@ def explain(out, weights, tokens, v, ln):
         often = "" if shares[h] == 1 else f" (at {shares[h]:.0%} of the graded positions)"
         if kind == "token" and back == 0:
             mistakes.append("a head attends to the current token: its keys are not shifted")
-            lines.append(f"{where} holds the token 0 back instead of {h + 1} back{often}: the "
-                         "current token. A key must match the query of a LATER position: the key "
-                         "of position s is e_(s + offset), not e_s.")
+            lines.append(
+                f"{where} holds the token 0 back instead of {h + 1} back{often}: the "
+                "current token. A key must match the query of a LATER position: the key "
+                "of position s is e_(s + offset), not e_s."
+            )
         elif kind == "token":
             mistakes.append(f"{HALF_NAMES[h]} holds the token {back} back instead of {h + 1} back")
             lines.append(f"{where} holds the token {back} back instead of {h + 1} back{often}.")
         elif kind.startswith("position"):
             mistakes.append("the values copy the position code instead of the token")
-            lines.append(f"{where} should hold the token {h + 1} back but holds "
-                         f"{candidates[key][1]}{often}: the values must copy the token part of x "
-                         "(rows 0:V of W_V), not its position part.")
+            lines.append(
+                f"{where} should hold the token {h + 1} back but holds "
+                f"{candidates[key][1]}{often}: the values must copy the token part of x "
+                "(rows 0:V of W_V), not its position part."
+            )
         elif kind == "whole":
             mistakes.append("the values copy the whole [token | position] code")
-            lines.append(f"{where} holds {candidates[key][1]}{often}: the values copied the whole "
-                         "[token | position] code of x, but only the token belongs in the output "
-                         "(every feature but the token's V must be 0).")
+            lines.append(
+                f"{where} holds {candidates[key][1]}{often}: the values copied the whole "
+                "[token | position] code of x, but only the token belongs in the output "
+                "(every feature but the token's V must be 0)."
+            )
         else:
-            lines.append(f"{where} should hold the token {h + 1} back but holds "
-                         f"{candidates[key][1]}{often}.")
+            lines.append(f"{where} should hold the token {h + 1} back but holds {candidates[key][1]}{often}.")
     if holds == [("token", 2), ("token", 1)]:
         mistakes.insert(0, "the halves are swapped")
-        lines.append("The halves are swapped: the head that looks 1 back must write the first "
-                     "half (features 0:K) and the head that looks 2 back the second half.")
+        lines.append(
+            "The halves are swapped: the head that looks 1 back must write the first "
+            "half (features 0:K) and the head that looks 2 back the second half."
+        )
     elif holds[0] == holds[1] and holds[0] is not None and holds[0][0] == "token":
         mistakes.insert(0, "both heads look at the same offset")
-        lines.append(f"Both halves hold the token {holds[0][1]} back: both heads look at the same "
-                     "offset. Head 1's keys must be shifted by one position, head 2's by two.")
+        lines.append(
+            f"Both halves hold the token {holds[0][1]} back: both heads look at the same "
+            "offset. Head 1's keys must be shifted by one position, head 2's by two."
+        )
     peaks = weights[:, :, FIRST_GRADED:].max(axis=-1)  # (B, H, T-2): each query's largest weight
     soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-4]
     if soft:
@@ -356,7 +389,8 @@ def explain(out, weights, tokens, v, ln):
             f"{peaks[b, h, i]:.3f}, where it should be 1 up to about 1e-6. The key a head should "
             "attend to must score far above every other key: after the 1/sqrt(K) scaling, SCORE "
             f"= 50 for it (query weight SCORE * sqrt(K) = {50 * math.sqrt(k):.4g}) and 0 for the "
-            "others. Does every position's query have a key that matches it?")
+            "others. Does every position's query have a key that matches it?"
+        )
     return lines, (mistakes[0] if mistakes else "")
 
 
@@ -369,25 +403,33 @@ def check_two_heads(lesson, tokens, v, ln, expected=None):
     y = targets(tokens, v, ln) if expected is None else expected
     assert np.isfinite(out).all(), (
         f"multi-head attention with {what} gives NaN or inf: are the scores so large that "
-        "exp overflows? Scores of SCORE = 50 are plenty.")
+        "exp overflows? Scores of SCORE = 50 are plenty."
+    )
     error = np.abs(out - y)[:, FIRST_GRADED:]
-    right = [np.argmax(out[:, FIRST_GRADED:, h * k:h * k + v], axis=-1)
-             == np.argmax(y[:, FIRST_GRADED:, h * k:h * k + v], axis=-1) for h in (0, 1)]
+    right = [
+        np.argmax(out[:, FIRST_GRADED:, h * k : h * k + v], axis=-1)
+        == np.argmax(y[:, FIRST_GRADED:, h * k : h * k + v], axis=-1)
+        for h in (0, 1)
+    ]
     if error.max() < TOL and all(r.all() for r in right):
         return
-    lines = [f"Multi-head attention (H = 2, causal mask) with the params of {what} misses the "
-             f"target on {len(tokens)} sequences of length {tokens.shape[1]}: largest error "
-             f"{error.max():.3g} (allowed {TOL:g}); the argmax of the first half's V token "
-             f"features is right at {right[0].mean():.0%} of the graded positions t >= 2, of "
-             f"the second half's at {right[1].mean():.0%}."]
+    lines = [
+        f"Multi-head attention (H = 2, causal mask) with the params of {what} misses the "
+        f"target on {len(tokens)} sequences of length {tokens.shape[1]}: largest error "
+        f"{error.max():.3g} (allowed {TOL:g}); the argmax of the first half's V token "
+        f"features is right at {right[0].mean():.0%} of the graded positions t >= 2, of "
+        f"the second half's at {right[1].mean():.0%}."
+    ]
     explained, mistake = explain(out, weights, tokens, v, ln)
     lines += explained
     b, i, f = np.unravel_index(int(np.argmax(error)), error.shape)
     t, half = i + FIRST_GRADED, int(f >= k)
     cols = slice(half * k, (half + 1) * k)
     show = dict(precision=3, suppress_small=True, max_line_width=200)
-    lines.append(f"  worst at sequence {b}, position {t} (tokens {tokens[b].tolist()}), "
-                 f"{HALF_NAMES[half]} (features {cols.start}:{cols.stop}):")
+    lines.append(
+        f"  worst at sequence {b}, position {t} (tokens {tokens[b].tolist()}), "
+        f"{HALF_NAMES[half]} (features {cols.start}:{cols.stop}):"
+    )
     lines.append(f"  expected {np.array2string(y[b, t, cols], **show)}")
     lines.append(f"  got      {np.array2string(out[b, t, cols], **show)}")
     if mistake:
@@ -425,8 +467,13 @@ class TestTwoHeadWeights:
         tokens = rng(3).integers(0, 9, size=(20, 5))  # V = 9 > L = 5
         check_two_heads(lesson, tokens, 9, 5)
 
-    @given(v=st.integers(2, 6), ln=st.integers(3, 8), t_short=st.integers(0, 5),
-           n_b=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+    @given(
+        v=st.integers(2, 6),
+        ln=st.integers(3, 8),
+        t_short=st.integers(0, 5),
+        n_b=st.integers(1, 3),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_two_heads_solve_the_task_for_any_sizes(self, lesson, v, ln, t_short, n_b, seed):
         n_t = max(FIRST_GRADED + 1, ln - t_short)
         tokens = rng(seed).integers(0, v, size=(n_b, n_t))

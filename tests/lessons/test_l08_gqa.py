@@ -90,36 +90,54 @@ def gqa_loop(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-MODULO = ("query heads were grouped by modulo, i % G (the order 0, 1, 0, 1 that np.tile gives), "
-          "instead of i // (H // G) (0, 0, 1, 1): consecutive query heads share a key/value head")
-DIV_BY_G = ("query head i was mapped to i // G, dividing by the number of key/value heads, "
-            "instead of i // (H // G), dividing by the group size H // G")
-GROUP_G_OVER_H = ("the group size was computed as G // H (0 when G < H) instead of H // G, the "
-                  "number of query heads per key/value head")
-TILED = ("the whole block of key/value heads was repeated (np.tile or np.concatenate([x] * n_rep, "
-         "axis=1): head order 0, 1, 0, 1) instead of each head in place (np.repeat(x, n_rep, "
-         "axis=1): order 0, 0, 1, 1)")
-REPEAT_AXIS = ("the heads were repeated along axis {axis} ({letter}) instead of axis 1, the "
-               "key/value heads: np.repeat(x, n_rep, axis=1)")
+MODULO = (
+    "query heads were grouped by modulo, i % G (the order 0, 1, 0, 1 that np.tile gives), "
+    "instead of i // (H // G) (0, 0, 1, 1): consecutive query heads share a key/value head"
+)
+DIV_BY_G = (
+    "query head i was mapped to i // G, dividing by the number of key/value heads, "
+    "instead of i // (H // G), dividing by the group size H // G"
+)
+GROUP_G_OVER_H = (
+    "the group size was computed as G // H (0 when G < H) instead of H // G, the "
+    "number of query heads per key/value head"
+)
+TILED = (
+    "the whole block of key/value heads was repeated (np.tile or np.concatenate([x] * n_rep, "
+    "axis=1): head order 0, 1, 0, 1) instead of each head in place (np.repeat(x, n_rep, "
+    "axis=1): order 0, 0, 1, 1)"
+)
+REPEAT_AXIS = (
+    "the heads were repeated along axis {axis} ({letter}) instead of axis 1, the "
+    "key/value heads: np.repeat(x, n_rep, axis=1)"
+)
 REPEAT_FLAT = "np.repeat was called without axis=1, so it flattened the array"
-GQA_TILED = ("query head i used key/value head i % G (the order 0, 1, 0, 1 of np.tile, or of "
-             "grouping by modulo) instead of key/value head i // (H // G) (the order 0, 0, 1, 1 "
-             "of np.repeat(x, n_rep, axis=1))")
-GQA_AXIS2 = ("the key/value heads were repeated along axis 2 (S, the positions) instead of axis "
-             "1 (the heads)")
-SCALE_D = ("the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K = "
-           "D // H the head width")
-SCALE_GK = ("the scores were scaled by 1/sqrt(G*K), the width of all key/value heads together, "
-            "instead of 1/sqrt(K), the width of one head")
+GQA_TILED = (
+    "query head i used key/value head i % G (the order 0, 1, 0, 1 of np.tile, or of "
+    "grouping by modulo) instead of key/value head i // (H // G) (the order 0, 0, 1, 1 "
+    "of np.repeat(x, n_rep, axis=1))"
+)
+GQA_AXIS2 = "the key/value heads were repeated along axis 2 (S, the positions) instead of axis 1 (the heads)"
+SCALE_D = (
+    "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K = D // H the head width"
+)
+SCALE_GK = (
+    "the scores were scaled by 1/sqrt(G*K), the width of all key/value heads together, "
+    "instead of 1/sqrt(K), the width of one head"
+)
 SCALE_MISSING = "the scores are not scaled: the 1/sqrt(K) factor is missing"
 NO_B_Q = "the bias b_q was not added to the queries"
 NO_B_V = "the bias b_v was not added to the values"
 NO_B_O = "the output bias b_o was not added"
-PER_KV_HEAD = ("the weights have one map per key/value head, (B, G, T, S), instead of one per "
-               "query head, (B, H, T, S): query heads that share keys still have their own queries "
-               "and their own weights")
-PROMOTED = ("float32 came back as float64: keep the dtype of the inputs (a numpy float64 such as "
-            "np.sqrt(K) promotes float32 arrays; use math.sqrt or leave the scale to lesson 3)")
+PER_KV_HEAD = (
+    "the weights have one map per key/value head, (B, G, T, S), instead of one per "
+    "query head, (B, H, T, S): query heads that share keys still have their own queries "
+    "and their own weights"
+)
+PROMOTED = (
+    "float32 came back as float64: keep the dtype of the inputs (a numpy float64 such as "
+    "np.sqrt(K) promotes float32 arrays; use math.sqrt or leave the scale to lesson 3)"
+)
 MASK_IGNORED = "the mask was ignored"
 SWAPPED = "out and weights are returned in the wrong order: return out, weights"
 
@@ -133,14 +151,28 @@ def _softmax(x):
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def variant(x_q, x_kv, params, n_heads, n_kv_heads, mask=None, *, order="interleave", scale=None,
-            skip_bias=(), use_mask=True):
+def variant(
+    x_q,
+    x_kv,
+    params,
+    n_heads,
+    n_kv_heads,
+    mask=None,
+    *,
+    order="interleave",
+    scale=None,
+    skip_bias=(),
+    use_mask=True,
+):
     """(out, weights) of grouped-query attention done wrong in one named way (vectorised)."""
     n_b, n_t, n_d = x_q.shape
     n_s = x_kv.shape[1]
     n_k, n_rep = n_d // n_heads, n_heads // n_kv_heads
-    p = {name: np.asarray(a, np.float64) for name, a in params.items()
-         if a is not None and name not in skip_bias}
+    p = {
+        name: np.asarray(a, np.float64)
+        for name, a in params.items()
+        if a is not None and name not in skip_bias
+    }
     x_q, x_kv = np.asarray(x_q, np.float64), np.asarray(x_kv, np.float64)
 
     def heads(x, w, bias, n):
@@ -172,10 +204,13 @@ def gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask=None, part=1):
     def named(**how):
         return lambda: variant(*args, **how)[part]
 
-    mistakes = {GQA_TILED: named(order="modulo"), GQA_AXIS2: named(order="axis2"),
-                SCALE_D: named(scale=1.0 / math.sqrt(x_q.shape[-1])),
-                SCALE_GK: named(scale=1.0 / math.sqrt(n_kv_heads * n_k)),
-                SCALE_MISSING: named(scale=1.0)}
+    mistakes = {
+        GQA_TILED: named(order="modulo"),
+        GQA_AXIS2: named(order="axis2"),
+        SCALE_D: named(scale=1.0 / math.sqrt(x_q.shape[-1])),
+        SCALE_GK: named(scale=1.0 / math.sqrt(n_kv_heads * n_k)),
+        SCALE_MISSING: named(scale=1.0),
+    }
     if mask is not None:
         mistakes[MASK_IGNORED] = named(use_mask=False)
     if part == 1:
@@ -205,18 +240,21 @@ def call_gqa(lesson, what, x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
         text = str(error)
         if "broadcast" not in text and "mismatch" not in text:
             raise
-        causes = ["k or v was not repeated to H heads (both go through repeat_kv before the "
-                  "attention)",
-                  "the repeat count was G // H instead of n_rep = H // G",
-                  "the heads were repeated along the wrong axis (the heads of (B, G, S, K) are "
-                  "axis 1)"]
+        causes = [
+            "k or v was not repeated to H heads (both go through repeat_kv before the attention)",
+            "the repeat count was G // H instead of n_rep = H // G",
+            "the heads were repeated along the wrong axis (the heads of (B, G, S, K) are axis 1)",
+        ]
         if mask is not None and np.ndim(mask) == 3:
-            causes.append("the 3-D mask ((B, T, S) or (B, 1, S)) was used without a head axis: "
-                          "broadcast it to (B, T, S), then mask[:, None] is (B, 1, T, S)")
+            causes.append(
+                "the 3-D mask ((B, T, S) or (B, 1, S)) was used without a head axis: "
+                "broadcast it to (B, T, S), then mask[:, None] is (B, 1, T, S)"
+            )
         raise AssertionError(
             f"{what} failed where numpy could not line up two shapes:\n{text}\n"
             f"With H = {n_heads} query heads and G = {n_kv_heads} key/value heads the usual causes "
-            "are: " + "; ".join(causes) + ".") from None
+            "are: " + "; ".join(causes) + "."
+        ) from None
     return pair(result, what)
 
 
@@ -229,29 +267,48 @@ def check_gqa(result, x_q, x_kv, params, n_heads, n_kv_heads, mask=None, *, what
     n_s = x_kv.shape[1]
     per_kv = (n_b, n_kv_heads, n_t, n_s)
     if n_kv_heads != n_heads and isinstance(weights, np.ndarray) and weights.shape == per_kv:
-        raise KnownMistake(f"the weights of {what} have shape (B, G, T, S) = {per_kv}; expected "
-                           f"(B, H, T, S) = {expected_weights.shape}.\n"
-                           f"This looks like a known mistake: {PER_KV_HEAD}.", PER_KV_HEAD)
+        raise KnownMistake(
+            f"the weights of {what} have shape (B, G, T, S) = {per_kv}; expected "
+            f"(B, H, T, S) = {expected_weights.shape}.\n"
+            f"This looks like a known mistake: {PER_KV_HEAD}.",
+            PER_KV_HEAD,
+        )
     promoted = {PROMOTED: expected_weights} if dtype == np.float32 else {}
-    check_array(weights, expected_weights.astype(dtype), what=f"the weights of {what}",
-                dims="B H T S",
-                mistakes={**promoted, **gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask, 1)})
+    check_array(
+        weights,
+        expected_weights.astype(dtype),
+        what=f"the weights of {what}",
+        dims="B H T S",
+        mistakes={**promoted, **gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask, 1)},
+    )
     promoted = {PROMOTED: expected_out} if dtype == np.float32 else {}
-    check_array(out, expected_out.astype(dtype), what=f"the out of {what}", dims="B T D",
-                mistakes={**promoted, **gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask, 0)})
+    check_array(
+        out,
+        expected_out.astype(dtype),
+        what=f"the out of {what}",
+        dims="B T D",
+        mistakes={**promoted, **gqa_mistakes(x_q, x_kv, params, n_heads, n_kv_heads, mask, 0)},
+    )
 
 
 def make_params(r, d, n_heads, n_kv_heads, bias=True, dtype=np.float64, spread=1.0):
     """Random GQA parameters: w_q (D, H*K), w_k and w_v (D, G*K), w_o (H*K, D), biases."""
     n_k = d // n_heads
-    shapes = {"w_q": (d, n_heads * n_k), "w_k": (d, n_kv_heads * n_k),
-              "w_v": (d, n_kv_heads * n_k), "w_o": (n_heads * n_k, d)}
+    shapes = {
+        "w_q": (d, n_heads * n_k),
+        "w_k": (d, n_kv_heads * n_k),
+        "w_v": (d, n_kv_heads * n_k),
+        "w_o": (n_heads * n_k, d),
+    }
     if bias:
-        shapes.update({"b_q": (n_heads * n_k,), "b_k": (n_kv_heads * n_k,),
-                       "b_v": (n_kv_heads * n_k,), "b_o": (d,)})
+        shapes.update(
+            {"b_q": (n_heads * n_k,), "b_k": (n_kv_heads * n_k,), "b_v": (n_kv_heads * n_k,), "b_o": (d,)}
+        )
     # weights of size ~ spread / sqrt(D) keep the scores O(spread): the softmax is far from uniform
-    return {name: (r.standard_normal(shape) * (spread / math.sqrt(d) if name[0] == "w" else 1.0))
-            .astype(dtype) for name, shape in shapes.items()}
+    return {
+        name: (r.standard_normal(shape) * (spread / math.sqrt(d) if name[0] == "w" else 1.0)).astype(dtype)
+        for name, shape in shapes.items()
+    }
 
 
 def inputs(r, b=B, t=T, s=S, d=D, dtype=np.float64):
@@ -277,7 +334,7 @@ def check_raises_value_error(call, what, numbers, example):
         starts = [i for i, line in enumerate(lines) if line.startswith("ValueError")]
         if not starts:
             raise AssertionError(f"{what} must raise ValueError, but it raised:\n{text}") from None
-        message = "\n".join(lines[starts[-1]:])
+        message = "\n".join(lines[starts[-1] :])
         named = all(re.search(rf"(?<![\d.]){n}(?![\d.])", message) for n in numbers)
         # deliberate: the learner's own `raise` line (shown just above the message), or words
         # that explain the sizes; a ValueError from numpy's reshape or broadcasting is neither
@@ -288,17 +345,21 @@ def check_raises_value_error(call, what, numbers, example):
                 f"{what} raised {message!r}, but it must raise ValueError with a message that "
                 f"says which numbers disagree, e.g. ValueError({example!r}). (An error numpy raises "
                 "later, while reshaping or broadcasting, does not count: check the sizes "
-                "first.)") from None
+                "first.)"
+            ) from None
         return
-    raise AssertionError(f"{what} returned a result, but it must raise ValueError, e.g. "
-                         f"ValueError({example!r}).")
+    raise AssertionError(
+        f"{what} returned a result, but it must raise ValueError, e.g. ValueError({example!r})."
+    )
 
 
 # ---------------------------------------------------------------- kv_head_for_query_head
 def check_map(actual, expected, what, mistakes=None):
     if isinstance(actual, np.ndarray) and actual.dtype.kind not in "iu":
-        raise AssertionError(f"{what} returned dtype {actual.dtype}; expected integers (head "
-                             "numbers index arrays): divide with //, not /.")
+        raise AssertionError(
+            f"{what} returned dtype {actual.dtype}; expected integers (head "
+            "numbers index arrays): divide with //, not /."
+        )
     if isinstance(actual, np.ndarray):
         expected = expected.astype(actual.dtype)  # any integer dtype will do
     check_array(actual, expected, what=what, dims="H", mistakes=mistakes)
@@ -306,60 +367,92 @@ def check_map(actual, expected, what, mistakes=None):
 
 def map_mistakes(n_heads, n_kv_heads):
     heads = np.arange(n_heads)
-    return {MODULO: heads % n_kv_heads, DIV_BY_G: heads // n_kv_heads,
-            GROUP_G_OVER_H: lambda: np.zeros(n_heads, np.int64) if n_kv_heads < n_heads else None}
+    return {
+        MODULO: heads % n_kv_heads,
+        DIV_BY_G: heads // n_kv_heads,
+        GROUP_G_OVER_H: lambda: np.zeros(n_heads, np.int64) if n_kv_heads < n_heads else None,
+    }
 
 
 @exercise("kv_head_for_query_head")
 class TestKvHeadForQueryHead:
     def test_map_has_one_kv_head_per_query_head(self, lesson):
-        check_map(lesson.kv_head_for_query_head(H, G), groups_oracle(H, G),
-                  what=f"kv_head_for_query_head({H}, {G})", mistakes=map_mistakes(H, G))
+        check_map(
+            lesson.kv_head_for_query_head(H, G),
+            groups_oracle(H, G),
+            what=f"kv_head_for_query_head({H}, {G})",
+            mistakes=map_mistakes(H, G),
+        )
 
     def test_consecutive_query_heads_share_a_kv_head_by_hand(self, lesson):
         # H = 6, G = 3: groups of 6 // 3 = 2 consecutive query heads -> [0, 0, 1, 1, 2, 2]
         # (i % 3 would give [0, 1, 2, 0, 1, 2], i // 3 would give [0, 0, 0, 1, 1, 1])
-        check_map(lesson.kv_head_for_query_head(6, 3), np.array([0, 0, 1, 1, 2, 2]),
-                  what="kv_head_for_query_head(6, 3)", mistakes=map_mistakes(6, 3))
+        check_map(
+            lesson.kv_head_for_query_head(6, 3),
+            np.array([0, 0, 1, 1, 2, 2]),
+            what="kv_head_for_query_head(6, 3)",
+            mistakes=map_mistakes(6, 3),
+        )
         # H = 8, G = 2: groups of 4 -> [0, 0, 0, 0, 1, 1, 1, 1]
-        check_map(lesson.kv_head_for_query_head(8, 2), np.array([0, 0, 0, 0, 1, 1, 1, 1]),
-                  what="kv_head_for_query_head(8, 2)", mistakes=map_mistakes(8, 2))
+        check_map(
+            lesson.kv_head_for_query_head(8, 2),
+            np.array([0, 0, 0, 0, 1, 1, 1, 1]),
+            what="kv_head_for_query_head(8, 2)",
+            mistakes=map_mistakes(8, 2),
+        )
 
     def test_multi_head_attention_is_g_equals_h(self, lesson):
         # G = H: every query head has its own key/value head, i -> i
-        check_map(lesson.kv_head_for_query_head(5, 5), np.arange(5),
-                  what="kv_head_for_query_head(5, 5) (multi-head attention)")
+        check_map(
+            lesson.kv_head_for_query_head(5, 5),
+            np.arange(5),
+            what="kv_head_for_query_head(5, 5) (multi-head attention)",
+        )
 
     def test_multi_query_attention_is_g_equals_1(self, lesson):
         # G = 1: every query head uses key/value head 0
-        check_map(lesson.kv_head_for_query_head(6, 1), np.zeros(6, np.int64),
-                  what="kv_head_for_query_head(6, 1) (multi-query attention)",
-                  mistakes={DIV_BY_G: np.arange(6)})
+        check_map(
+            lesson.kv_head_for_query_head(6, 1),
+            np.zeros(6, np.int64),
+            what="kv_head_for_query_head(6, 1) (multi-query attention)",
+            mistakes={DIV_BY_G: np.arange(6)},
+        )
 
     def test_llama_2_70b_shares_each_kv_head_among_8_query_heads(self, lesson):
         # Llama 2 70B: 64 query heads, 8 key/value heads -> heads 8g ... 8g + 7 use kv head g
-        check_map(lesson.kv_head_for_query_head(64, 8), np.arange(64) // 8,
-                  what="kv_head_for_query_head(64, 8) (Llama 2 70B)", mistakes=map_mistakes(64, 8))
+        check_map(
+            lesson.kv_head_for_query_head(64, 8),
+            np.arange(64) // 8,
+            what="kv_head_for_query_head(64, 8) (Llama 2 70B)",
+            mistakes=map_mistakes(64, 8),
+        )
 
     def test_map_rejects_g_that_does_not_divide_h(self, lesson):
-        check_raises_value_error(lambda: lesson.kv_head_for_query_head(6, 4),
-                                 "kv_head_for_query_head(6, 4)", (6, 4),
-                                 "n_heads=6 is not divisible by n_kv_heads=4")
+        check_raises_value_error(
+            lambda: lesson.kv_head_for_query_head(6, 4),
+            "kv_head_for_query_head(6, 4)",
+            (6, 4),
+            "n_heads=6 is not divisible by n_kv_heads=4",
+        )
 
     @given(n_kv=st.integers(1, 5), n_rep=st.integers(1, 5))
     def test_map_matches_the_groups_for_any_sizes(self, lesson, n_kv, n_rep):
         n_heads = n_kv * n_rep
-        check_map(lesson.kv_head_for_query_head(n_heads, n_kv), groups_oracle(n_heads, n_kv),
-                  what=f"kv_head_for_query_head({n_heads}, {n_kv})",
-                  mistakes=map_mistakes(n_heads, n_kv))
+        check_map(
+            lesson.kv_head_for_query_head(n_heads, n_kv),
+            groups_oracle(n_heads, n_kv),
+            what=f"kv_head_for_query_head({n_heads}, {n_kv})",
+            mistakes=map_mistakes(n_heads, n_kv),
+        )
 
 
 # ---------------------------------------------------------------- repeat_kv
 def repeat_mistakes(x, n_rep):
     mistakes = {TILED: lambda: np.tile(x, (1, n_rep, 1, 1)), REPEAT_FLAT: lambda: np.repeat(x, n_rep)}
     for axis, letter in ((0, "B"), (2, "S"), (3, "K")):
-        mistakes[REPEAT_AXIS.format(axis=axis, letter=letter)] = (
-            lambda axis=axis: np.repeat(x, n_rep, axis=axis))
+        mistakes[REPEAT_AXIS.format(axis=axis, letter=letter)] = lambda axis=axis: np.repeat(
+            x, n_rep, axis=axis
+        )
     return mistakes
 
 
@@ -367,51 +460,88 @@ def repeat_mistakes(x, n_rep):
 class TestRepeatKv:
     def test_repeat_kv_maps_b_g_s_k_to_b_h_s_k(self, lesson):
         x = rng(10).standard_normal((B, G, S, K))
-        check_array(lesson.repeat_kv(x, N_REP), repeat_loop(x, N_REP), what=f"repeat_kv(x, {N_REP})",
-                    dims="B H S K", mistakes=repeat_mistakes(x, N_REP))
+        check_array(
+            lesson.repeat_kv(x, N_REP),
+            repeat_loop(x, N_REP),
+            what=f"repeat_kv(x, {N_REP})",
+            dims="B H S K",
+            mistakes=repeat_mistakes(x, N_REP),
+        )
 
     def test_repeat_kv_small_case_by_hand(self, lesson):
         x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1)  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
         # each head twice, in place: 10, 10, 20, 20, 30, 30 (np.tile: 10, 20, 30, 10, 20, 30)
         expected = np.array([10.0, 10.0, 20.0, 20.0, 30.0, 30.0]).reshape(1, 6, 1, 1)
-        check_array(lesson.repeat_kv(x, 2), expected,
-                    what="repeat_kv(x, 2) with x's three heads holding 10, 20, 30", dims="B H S K",
-                    mistakes={TILED: np.array([10.0, 20.0, 30.0] * 2).reshape(1, 6, 1, 1)})
+        check_array(
+            lesson.repeat_kv(x, 2),
+            expected,
+            what="repeat_kv(x, 2) with x's three heads holding 10, 20, 30",
+            dims="B H S K",
+            mistakes={TILED: np.array([10.0, 20.0, 30.0] * 2).reshape(1, 6, 1, 1)},
+        )
 
     def test_repeated_head_h_is_kv_head_h_over_n_rep(self, lesson):
         x = rng(11).standard_normal((B, G, S, K))
         n_rep = 3
         out = lesson.repeat_kv(x, n_rep)
-        check_array(out, repeat_loop(x, n_rep), what=f"repeat_kv(x, {n_rep})", dims="B H S K",
-                    mistakes=repeat_mistakes(x, n_rep))
+        check_array(
+            out,
+            repeat_loop(x, n_rep),
+            what=f"repeat_kv(x, {n_rep})",
+            dims="B H S K",
+            mistakes=repeat_mistakes(x, n_rep),
+        )
         for h in range(G * n_rep):
-            check_array(out[:, h], x[:, h // n_rep], what=f"repeat_kv(x, {n_rep})[:, {h}]",
-                        dims="B S K", mistakes={TILED: x[:, h % G]})
+            check_array(
+                out[:, h],
+                x[:, h // n_rep],
+                what=f"repeat_kv(x, {n_rep})[:, {h}]",
+                dims="B S K",
+                mistakes={TILED: x[:, h % G]},
+            )
 
     def test_n_rep_1_returns_the_same_heads(self, lesson):
         x = rng(12).standard_normal((B, G, S, K))
-        check_array(lesson.repeat_kv(x, 1), x, what="repeat_kv(x, 1) (multi-head attention: "
-                    "nothing to repeat)", dims="B G S K")
+        check_array(
+            lesson.repeat_kv(x, 1),
+            x,
+            what="repeat_kv(x, 1) (multi-head attention: nothing to repeat)",
+            dims="B G S K",
+        )
 
     def test_one_kv_head_serves_every_query_head(self, lesson):
         x = rng(13).standard_normal((B, 1, S, K))  # multi-query attention: G = 1
-        check_array(lesson.repeat_kv(x, H), repeat_loop(x, H), what=f"repeat_kv(x, {H}) with G = 1",
-                    dims="B H S K", mistakes=repeat_mistakes(x, H))
+        check_array(
+            lesson.repeat_kv(x, H),
+            repeat_loop(x, H),
+            what=f"repeat_kv(x, {H}) with G = 1",
+            dims="B H S K",
+            mistakes=repeat_mistakes(x, H),
+        )
 
     def test_repeat_kv_keeps_float32_and_inputs(self, lesson):
         x = rng(14).standard_normal((B, G, S, K)).astype(np.float32)
         out = lesson.repeat_kv(x, N_REP)
         check_not_modified(lesson, f"repeat_kv(x, {N_REP})")
-        check_array(out, repeat_loop(x, N_REP), what=f"repeat_kv(x, {N_REP}) in float32",
-                    dims="B H S K")
+        check_array(out, repeat_loop(x, N_REP), what=f"repeat_kv(x, {N_REP}) in float32", dims="B H S K")
 
-    @given(b=st.integers(1, 3), g=st.integers(1, 4), s=st.integers(1, 4), k=st.integers(1, 4),
-           n_rep=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+    @given(
+        b=st.integers(1, 3),
+        g=st.integers(1, 4),
+        s=st.integers(1, 4),
+        k=st.integers(1, 4),
+        n_rep=st.integers(1, 4),
+        seed=st.integers(0, 2**32 - 1),
+    )
     def test_repeat_kv_matches_the_loop_for_any_sizes(self, lesson, b, g, s, k, n_rep, seed):
         x = rng(seed).standard_normal((b, g, s, k))
-        check_array(lesson.repeat_kv(x, n_rep), repeat_loop(x, n_rep),
-                    what=f"repeat_kv(x {x.shape}, {n_rep})", dims="B H S K",
-                    mistakes=repeat_mistakes(x, n_rep))
+        check_array(
+            lesson.repeat_kv(x, n_rep),
+            repeat_loop(x, n_rep),
+            what=f"repeat_kv(x {x.shape}, {n_rep})",
+            dims="B H S K",
+            mistakes=repeat_mistakes(x, n_rep),
+        )
 
 
 # ---------------------------------------------------------------- grouped_query_attention
@@ -421,10 +551,11 @@ class TestGroupedQueryAttention:
         r = rng(20)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=2.0)
-        what = (f"grouped_query_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params, "
-                f"n_heads={H}, n_kv_heads={G})")
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G,
-                  what=what)
+        what = (
+            f"grouped_query_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params, "
+            f"n_heads={H}, n_kv_heads={G})"
+        )
+        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_gqa_small_case_by_hand(self, lesson):
         # H = 4 query heads, G = 2 key/value heads, K = 1, D = 4; one query, two keys.
@@ -435,26 +566,45 @@ class TestGroupedQueryAttention:
         # w_o is the identity: out = [3, 3, 6, 6]. (Tiled heads 0, 1, 0, 1 give [3, 6, 3, 6].)
         ln3 = math.log(3.0)
         x_q = np.array([[[1.0, 0.0, 0.0, 0.0]]])  # (B=1, T=1, D=4)
-        x_kv = np.array([[[1.0, 0.0, 4.0, 0.0],
-                          [0.0, 1.0, 0.0, 8.0]]])  # (B=1, S=2, D=4)
-        params = {"w_q": np.vstack([np.full((1, 4), ln3), np.zeros((3, 4))]),  # (D, H*K)
-                  "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),  # (D, G*K)
-                  "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),  # (D, G*K)
-                  "w_o": np.eye(4)}  # (H*K, D)
-        expected_weights = np.array([[[[0.75, 0.25]], [[0.75, 0.25]],
-                                      [[0.25, 0.75]], [[0.25, 0.75]]]])  # (1, H, 1, S)
+        x_kv = np.array([[[1.0, 0.0, 4.0, 0.0], [0.0, 1.0, 0.0, 8.0]]])  # (B=1, S=2, D=4)
+        params = {
+            "w_q": np.vstack([np.full((1, 4), ln3), np.zeros((3, 4))]),  # (D, H*K)
+            "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),  # (D, G*K)
+            "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),  # (D, G*K)
+            "w_o": np.eye(4),
+        }  # (H*K, D)
+        expected_weights = np.array(
+            [[[[0.75, 0.25]], [[0.75, 0.25]], [[0.25, 0.75]], [[0.25, 0.75]]]]
+        )  # (1, H, 1, S)
         expected_out = np.array([[[3.0, 3.0, 6.0, 6.0]]])
         what = "grouped_query_attention on the hand-checked example (H = 4, G = 2, K = 1)"
         out, weights = call_gqa(lesson, what, x_q, x_kv, params, 4, 2)
         if isinstance(weights, np.ndarray) and weights.shape == (1, 2, 1, 2):
-            raise KnownMistake(f"the weights of {what} have shape (B, G, T, S) = (1, 2, 1, 2).\n"
-                               f"This looks like a known mistake: {PER_KV_HEAD}.", PER_KV_HEAD)
-        check_array(weights, expected_weights, what=f"the weights of {what}", dims="B H T S",
-                    mistakes={GQA_TILED: expected_weights[:, [0, 2, 0, 2]],
-                              **gqa_mistakes(x_q, x_kv, params, 4, 2, part=1)})
-        check_array(out, expected_out, what=f"the out of {what}", dims="B T D",
-                    mistakes={GQA_TILED: np.array([[[3.0, 6.0, 3.0, 6.0]]]),
-                              **gqa_mistakes(x_q, x_kv, params, 4, 2, part=0)})
+            raise KnownMistake(
+                f"the weights of {what} have shape (B, G, T, S) = (1, 2, 1, 2).\n"
+                f"This looks like a known mistake: {PER_KV_HEAD}.",
+                PER_KV_HEAD,
+            )
+        check_array(
+            weights,
+            expected_weights,
+            what=f"the weights of {what}",
+            dims="B H T S",
+            mistakes={
+                GQA_TILED: expected_weights[:, [0, 2, 0, 2]],
+                **gqa_mistakes(x_q, x_kv, params, 4, 2, part=1),
+            },
+        )
+        check_array(
+            out,
+            expected_out,
+            what=f"the out of {what}",
+            dims="B T D",
+            mistakes={
+                GQA_TILED: np.array([[[3.0, 6.0, 3.0, 6.0]]]),
+                **gqa_mistakes(x_q, x_kv, params, 4, 2, part=0),
+            },
+        )
 
     def test_mqa_small_case_by_hand(self, lesson):
         # H = 2 query heads share G = 1 key/value head; K = 1, D = 2, w_q and w_o the identity.
@@ -464,35 +614,50 @@ class TestGroupedQueryAttention:
         ln3 = math.log(3.0)
         x_q = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
         x_kv = np.array([[[ln3, 4.0], [0.0, 8.0]]])  # (B=1, S=2, D=2)
-        params = {"w_q": np.eye(2), "w_k": np.array([[1.0], [0.0]]),
-                  "w_v": np.array([[0.0], [1.0]]), "w_o": np.eye(2)}
+        params = {
+            "w_q": np.eye(2),
+            "w_k": np.array([[1.0], [0.0]]),
+            "w_v": np.array([[0.0], [1.0]]),
+            "w_o": np.eye(2),
+        }
         what = "grouped_query_attention on the hand-checked example (H = 2, G = 1, K = 1)"
         out, weights = call_gqa(lesson, what, x_q, x_kv, params, 2, 1)
         if isinstance(weights, np.ndarray) and weights.shape == (1, 1, 1, 2):
-            raise KnownMistake(f"the weights of {what} have shape (B, G, T, S) = (1, 1, 1, 2).\n"
-                               f"This looks like a known mistake: {PER_KV_HEAD}.", PER_KV_HEAD)
-        check_array(weights, np.array([[[[0.75, 0.25]], [[0.9, 0.1]]]]),
-                    what=f"the weights of {what}", dims="B H T S",
-                    mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=1))
-        check_array(out, np.array([[[5.0, 4.4]]]), what=f"the out of {what}", dims="B T D",
-                    mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=0))
+            raise KnownMistake(
+                f"the weights of {what} have shape (B, G, T, S) = (1, 1, 1, 2).\n"
+                f"This looks like a known mistake: {PER_KV_HEAD}.",
+                PER_KV_HEAD,
+            )
+        check_array(
+            weights,
+            np.array([[[[0.75, 0.25]], [[0.9, 0.1]]]]),
+            what=f"the weights of {what}",
+            dims="B H T S",
+            mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=1),
+        )
+        check_array(
+            out,
+            np.array([[[5.0, 4.4]]]),
+            what=f"the out of {what}",
+            dims="B T D",
+            mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=0),
+        )
 
     def test_query_head_h_uses_kv_head_h_over_group_size(self, lesson):
         r = rng(21)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=3.0)  # sharp softmax: a wrong pairing shows
         what = f"grouped_query_attention(x_q, x_kv, params, n_heads={H}, n_kv_heads={G})"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G,
-                  what=what)
+        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_scores_are_scaled_by_the_head_width(self, lesson):
         r = rng(22)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, bias=False, spread=2.0)
-        what = (f"grouped_query_attention(..., n_heads={H}, n_kv_heads={G}) with K = {K}, "
-                f"G*K = {G * K}, D = {D}")
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G,
-                  what=what)
+        what = (
+            f"grouped_query_attention(..., n_heads={H}, n_kv_heads={G}) with K = {K}, G*K = {G * K}, D = {D}"
+        )
+        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_g_equals_h_is_multi_head_attention(self, lesson):
         r = rng(23)
@@ -500,18 +665,23 @@ class TestGroupedQueryAttention:
         d = n_heads * K
         x_q, x_kv = inputs(r, d=d)
         params = make_params(r, d, n_heads, n_heads, spread=2.0)
-        what = (f"grouped_query_attention(..., n_heads={n_heads}, n_kv_heads={n_heads}) "
-                "(multi-head attention)")
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, n_heads, n_heads), x_q, x_kv, params,
-                  n_heads, n_heads, what=what)
+        what = f"grouped_query_attention(..., n_heads={n_heads}, n_kv_heads={n_heads}) (multi-head attention)"
+        check_gqa(
+            call_gqa(lesson, what, x_q, x_kv, params, n_heads, n_heads),
+            x_q,
+            x_kv,
+            params,
+            n_heads,
+            n_heads,
+            what=what,
+        )
 
     def test_g_equals_1_is_multi_query_attention(self, lesson):
         r = rng(24)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, 1, spread=2.0)  # w_k and w_v are (D, K): one kv head
         what = f"grouped_query_attention(..., n_heads={H}, n_kv_heads=1) (multi-query attention)"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, 1), x_q, x_kv, params, H, 1,
-                  what=what)
+        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, 1), x_q, x_kv, params, H, 1, what=what)
 
     def test_a_causal_t_by_s_mask_applies_to_every_head(self, lesson):
         r = rng(25)
@@ -520,8 +690,9 @@ class TestGroupedQueryAttention:
         mask = np.tril(np.ones((T, S), bool), k=S - T)  # causal, aligned bottom-right
         mask[0] = False  # query 0 may attend nothing: zero weights, out = b_o
         what = "grouped_query_attention(..., mask) with a causal (T, S) = (4, 5) mask"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G,
-                  mask, what=what)
+        check_gqa(
+            call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G, mask, what=what
+        )
 
     def test_a_padding_mask_b_1_s_hides_keys_per_batch_element(self, lesson):
         r = rng(26)
@@ -529,8 +700,9 @@ class TestGroupedQueryAttention:
         params = make_params(r, D, H, G, spread=2.0)
         mask = (np.arange(S) < np.array([S, 2])[:, None])[:, None, :]  # (B, 1, S), lengths 5, 2
         what = "grouped_query_attention(..., mask) with a (B, 1, S) = (2, 1, 5) padding mask"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G,
-                  mask, what=what)
+        check_gqa(
+            call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G, mask, what=what
+        )
 
     def test_a_b_t_s_mask_gives_each_batch_element_its_own_mask(self, lesson):
         r = rng(27)
@@ -538,16 +710,16 @@ class TestGroupedQueryAttention:
         params = make_params(r, D, H, G, spread=2.0)
         mask = random_mask(r, (B, T, S))
         what = "grouped_query_attention(..., mask) with a (B, T, S) = (2, 4, 5) mask"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G,
-                  mask, what=what)
+        check_gqa(
+            call_gqa(lesson, what, x_q, x_kv, params, H, G, mask), x_q, x_kv, params, H, G, mask, what=what
+        )
 
     def test_gqa_without_biases(self, lesson):
         r = rng(28)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, bias=False, spread=2.0)
         what = "grouped_query_attention(...) with params that hold no biases"
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G,
-                  what=what)
+        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_gqa_keeps_float32_and_inputs(self, lesson):
         r = rng(29)
@@ -562,35 +734,64 @@ class TestGroupedQueryAttention:
     def test_h_not_divisible_by_g_raises_value_error(self, lesson):
         r = rng(30)
         x_q, x_kv = inputs(r, d=12)
-        params = {"w_q": r.standard_normal((12, 12)), "w_k": r.standard_normal((12, 8)),
-                  "w_v": r.standard_normal((12, 8)), "w_o": r.standard_normal((12, 12))}
+        params = {
+            "w_q": r.standard_normal((12, 12)),
+            "w_k": r.standard_normal((12, 8)),
+            "w_v": r.standard_normal((12, 8)),
+            "w_o": r.standard_normal((12, 12)),
+        }
         check_raises_value_error(
             lambda: lesson.grouped_query_attention(x_q, x_kv, params, 6, 4),
-            "grouped_query_attention(..., n_heads=6, n_kv_heads=4)", (6, 4),
-            "n_heads=6 is not divisible by n_kv_heads=4")
+            "grouped_query_attention(..., n_heads=6, n_kv_heads=4)",
+            (6, 4),
+            "n_heads=6 is not divisible by n_kv_heads=4",
+        )
 
     def test_d_not_divisible_by_h_raises_value_error(self, lesson):
         r = rng(31)
         x_q, x_kv = inputs(r, d=10)
-        params = {"w_q": r.standard_normal((10, 8)), "w_k": r.standard_normal((10, 4)),
-                  "w_v": r.standard_normal((10, 4)), "w_o": r.standard_normal((8, 10))}
+        params = {
+            "w_q": r.standard_normal((10, 8)),
+            "w_k": r.standard_normal((10, 4)),
+            "w_v": r.standard_normal((10, 4)),
+            "w_o": r.standard_normal((8, 10)),
+        }
         check_raises_value_error(
             lambda: lesson.grouped_query_attention(x_q, x_kv, params, 4, 2),
-            "grouped_query_attention(x_q (2, 4, 10), ..., n_heads=4, n_kv_heads=2)", (10, 4),
-            "the model width D=10 is not divisible by n_heads=4")
+            "grouped_query_attention(x_q (2, 4, 10), ..., n_heads=4, n_kv_heads=2)",
+            (10, 4),
+            "the model width D=10 is not divisible by n_heads=4",
+        )
 
-    @given(g=st.integers(1, 3), n_rep=st.integers(1, 3), k=st.integers(1, 3), b=st.integers(1, 2),
-           t=st.integers(1, 3), s=st.integers(1, 4), masked=st.booleans(), bias=st.booleans(),
-           seed=st.integers(0, 2**32 - 1))
-    def test_gqa_matches_the_loop_for_any_sizes(self, lesson, g, n_rep, k, b, t, s, masked, bias,
-                                                seed):
+    @given(
+        g=st.integers(1, 3),
+        n_rep=st.integers(1, 3),
+        k=st.integers(1, 3),
+        b=st.integers(1, 2),
+        t=st.integers(1, 3),
+        s=st.integers(1, 4),
+        masked=st.booleans(),
+        bias=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_gqa_matches_the_loop_for_any_sizes(self, lesson, g, n_rep, k, b, t, s, masked, bias, seed):
         r = rng(seed)
         n_heads = g * n_rep
         d = n_heads * k
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=d)
         params = make_params(r, d, n_heads, g, bias=bias, spread=2.0)
         mask = random_mask(r, (b, t, s)) if masked else None
-        what = (f"grouped_query_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params, "
-                f"n_heads={n_heads}, n_kv_heads={g}{', mask' if masked else ''})")
-        check_gqa(call_gqa(lesson, what, x_q, x_kv, params, n_heads, g, mask), x_q, x_kv, params,
-                  n_heads, g, mask, what=what)
+        what = (
+            f"grouped_query_attention(x_q {x_q.shape}, x_kv {x_kv.shape}, params, "
+            f"n_heads={n_heads}, n_kv_heads={g}{', mask' if masked else ''})"
+        )
+        check_gqa(
+            call_gqa(lesson, what, x_q, x_kv, params, n_heads, g, mask),
+            x_q,
+            x_kv,
+            params,
+            n_heads,
+            g,
+            mask,
+            what=what,
+        )

@@ -53,7 +53,7 @@ def heads_loop(y, n_heads):
     for bi in range(n_b):
         for h in range(n_heads):
             for t in range(n_t):
-                out[bi, h, t] = y[bi, t, h * n_k:(h + 1) * n_k]
+                out[bi, h, t] = y[bi, t, h * n_k : (h + 1) * n_k]
     return out
 
 
@@ -75,12 +75,14 @@ def attend_loop(q, keys, values, allowed, scale=None, kv_head=None):
                 js = [j for j in range(n_s) if allowed(i, j)]
                 if not js:  # no key to attend: zero output
                     continue
-                scores = [scale * sum(float(q[bi, h, i, c]) * float(keys[bi, g, j, c])
-                                      for c in range(n_k)) for j in js]
+                scores = [
+                    scale * sum(float(q[bi, h, i, c]) * float(keys[bi, g, j, c]) for c in range(n_k))
+                    for j in js
+                ]
                 top = max(scores)
                 e = [math.exp(s - top) for s in scores]
                 for j, weight in zip(js, e, strict=True):
-                    out[bi, i, h * n_k:(h + 1) * n_k] += weight / sum(e) * values[bi, g, j]
+                    out[bi, i, h * n_k : (h + 1) * n_k] += weight / sum(e) * values[bi, g, j]
     return out
 
 
@@ -100,8 +102,7 @@ def causal_gqa_loop(x, params, n_heads, n_kv_heads):
     return project_loop(heads, params["w_o"], params.get("b_o")), k, v
 
 
-def step_loop(x_new, cache_k, cache_v, params, n_heads, n_kv_heads, allowed=None, scale=None,
-              kv_head=None):
+def step_loop(x_new, cache_k, cache_v, params, n_heads, n_kv_heads, allowed=None, scale=None, kv_head=None):
     """One decoding step: (out (B, T_new, D), keys and values (B, G, S + T_new, K)).
 
     The T_new new tokens sit at positions S .. S + T_new - 1, so new query i sees key j when
@@ -121,15 +122,19 @@ def step_loop(x_new, cache_k, cache_v, params, n_heads, n_kv_heads, allowed=None
 def make_params(r, d=D, n_heads=H, n_kv_heads=G, k=K, bias=True, dtype=np.float64):
     """Random attention parameters: w_q (D, H*K), w_k and w_v (D, G*K), w_o (H*K, D)."""
     s = 1.0 / math.sqrt(d)
-    params = {"w_q": r.standard_normal((d, n_heads * k)) * 2 * s,
-              "w_k": r.standard_normal((d, n_kv_heads * k)) * 2 * s,
-              "w_v": r.standard_normal((d, n_kv_heads * k)) * s,
-              "w_o": r.standard_normal((n_heads * k, d)) * s}
+    params = {
+        "w_q": r.standard_normal((d, n_heads * k)) * 2 * s,
+        "w_k": r.standard_normal((d, n_kv_heads * k)) * 2 * s,
+        "w_v": r.standard_normal((d, n_kv_heads * k)) * s,
+        "w_o": r.standard_normal((n_heads * k, d)) * s,
+    }
     if bias:
-        params.update(b_q=r.standard_normal(n_heads * k) * 0.5,
-                      b_k=r.standard_normal(n_kv_heads * k) * 0.5,
-                      b_v=r.standard_normal(n_kv_heads * k) * 0.5,
-                      b_o=r.standard_normal(d) * 0.5)
+        params.update(
+            b_q=r.standard_normal(n_heads * k) * 0.5,
+            b_k=r.standard_normal(n_kv_heads * k) * 0.5,
+            b_v=r.standard_normal(n_kv_heads * k) * 0.5,
+            b_o=r.standard_normal(d) * 0.5,
+        )
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
@@ -139,13 +144,14 @@ def empty_cache(b=B, n_kv_heads=G, k=K, dtype=np.float64):
 
 def random_cache(r, s=S0, b=B, n_kv_heads=G, k=K, dtype=np.float64):
     """A ready-made cache (keys, values) of s positions."""
-    return (r.standard_normal((b, n_kv_heads, s, k)).astype(dtype),
-            r.standard_normal((b, n_kv_heads, s, k)).astype(dtype))
+    return (
+        r.standard_normal((b, n_kv_heads, s, k)).astype(dtype),
+        r.standard_normal((b, n_kv_heads, s, k)).astype(dtype),
+    )
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-K_ONLY = ("K-only cache bytes: the factor 2 is missing (every position caches a key AND a "
-          "value)")
+K_ONLY = "K-only cache bytes: the factor 2 is missing (every position caches a key AND a value)"
 NO_LAYERS = "n_layers is missing from the product: that is one layer's cache, and every layer has its own"
 NO_BATCH = "batch is missing from the product: every sequence of the batch has its own cache"
 NO_SEQ = "seq_len is missing from the product: every position has its own keys and values"
@@ -154,42 +160,66 @@ NO_HEAD_DIM = "head_dim is missing from the product: a key holds head_dim number
 NO_BYTES = "bytes_per_value is missing from the product: that counts numbers, not bytes"
 DEFAULT_NOT_2 = "bytes_per_value does not default to 2 (fp16 and bf16 take 2 bytes per number)"
 
-PROMOTED = ("float32 came back as float64: a float64 array or numpy float64 number (such as "
-            "1 / np.sqrt(K), or np.zeros without a dtype) promoted the result; keep the dtype of "
-            "x_t")
-NOT_APPENDED = ("the cache came back unchanged: the new key/value was not appended (return the "
-                "extended caches, not the ones passed in)")
-NEW_ONLY = ("the returned cache holds only the new key/value: the cached positions were dropped "
-            "(concatenate the old cache and the new entries)")
-REPEATED = ("the cache stores the keys/values repeated to the H query heads, (B, H, S, K), instead "
-            "of the G key/value heads (B, G, S, K): repeat_kv is for the attention only, the cache "
-            "keeps G heads (that is the memory GQA saves)")
-PREPENDED = ("the new entries were put in front of the cache instead of after it: "
-             "np.concatenate([cache, new], axis=2)")
+PROMOTED = (
+    "float32 came back as float64: a float64 array or numpy float64 number (such as "
+    "1 / np.sqrt(K), or np.zeros without a dtype) promoted the result; keep the dtype of "
+    "x_t"
+)
+NOT_APPENDED = (
+    "the cache came back unchanged: the new key/value was not appended (return the "
+    "extended caches, not the ones passed in)"
+)
+NEW_ONLY = (
+    "the returned cache holds only the new key/value: the cached positions were dropped "
+    "(concatenate the old cache and the new entries)"
+)
+REPEATED = (
+    "the cache stores the keys/values repeated to the H query heads, (B, H, S, K), instead "
+    "of the G key/value heads (B, G, S, K): repeat_kv is for the attention only, the cache "
+    "keeps G heads (that is the memory GQA saves)"
+)
+PREPENDED = (
+    "the new entries were put in front of the cache instead of after it: np.concatenate([cache, new], axis=2)"
+)
 SWAPPED_KV = "keys and values are swapped: return (out_t, cache_k, cache_v) in that order"
-WRONG_AXIS = ("the new entries were appended along axis {axis} ({letter}) instead of axis 2 "
-              "(S, the positions)")
-OFF_BY_ONE = ("off by one: the new query attends only to the cached positions, not to its own key "
-              "and value (append the new key and value to the cache BEFORE attending)")
-ONLY_NEW = ("the new query attends only to the new token(s), not to the cached positions: "
-            "attend to the extended cache")
-SCALE_D = ("the scores are scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K the "
-           "head width")
+WRONG_AXIS = "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)"
+OFF_BY_ONE = (
+    "off by one: the new query attends only to the cached positions, not to its own key "
+    "and value (append the new key and value to the cache BEFORE attending)"
+)
+ONLY_NEW = (
+    "the new query attends only to the new token(s), not to the cached positions: "
+    "attend to the extended cache"
+)
+SCALE_D = "the scores are scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K the head width"
 NO_SCALE = "the scores are not scaled: the 1/sqrt(K) factor is missing"
-TILED = ("the key/value heads were repeated by tiling (query head h read key/value head h % G) "
-         "instead of repeat-interleave (h // (H // G)): use lesson 8's repeat_kv")
-TOP_LEFT = ("the causal mask is aligned top-left (np.tril(np.ones((T_new, S + T_new))) or "
-            "PyTorch's is_causal) instead of bottom-right: new query i sits at position S + i and "
-            "sees every cached position; use causal_mask(T_new, S + T_new)")
-NO_MASK = ("the new tokens attend to each other without a causal mask: new query i must not see "
-           "the new tokens after it; use causal_mask(T_new, S + T_new)")
+TILED = (
+    "the key/value heads were repeated by tiling (query head h read key/value head h % G) "
+    "instead of repeat-interleave (h // (H // G)): use lesson 8's repeat_kv"
+)
+TOP_LEFT = (
+    "the causal mask is aligned top-left (np.tril(np.ones((T_new, S + T_new))) or "
+    "PyTorch's is_causal) instead of bottom-right: new query i sits at position S + i and "
+    "sees every cached position; use causal_mask(T_new, S + T_new)"
+)
+NO_MASK = (
+    "the new tokens attend to each other without a causal mask: new query i must not see "
+    "the new tokens after it; use causal_mask(T_new, S + T_new)"
+)
 
 
 def bytes_mistakes(batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value=2):
     """Named wrong answers of kv_cache_bytes; mistakes that give the same number share it."""
     full = 2 * batch * seq_len * n_layers * n_kv_heads * head_dim * bytes_per_value
-    dropped = {K_ONLY: 2, NO_LAYERS: n_layers, NO_BATCH: batch, NO_SEQ: seq_len,
-               NO_HEADS: n_kv_heads, NO_HEAD_DIM: head_dim, NO_BYTES: bytes_per_value}
+    dropped = {
+        K_ONLY: 2,
+        NO_LAYERS: n_layers,
+        NO_BATCH: batch,
+        NO_SEQ: seq_len,
+        NO_HEADS: n_kv_heads,
+        NO_HEAD_DIM: head_dim,
+        NO_BYTES: bytes_per_value,
+    }
     by_value: dict[int, list[str]] = {}
     for name, factor in dropped.items():
         if factor != 1:
@@ -203,8 +233,12 @@ def check_bytes(actual, expected, *, what, mistakes=None):
         actual = actual[()]
     if isinstance(actual, (bool, np.bool_)) or not isinstance(actual, (int, np.integer)):
         shown = "None (is a `return` missing?)" if actual is None else repr(actual)[:80]
-        hint = (" Multiply the int arguments (no division, no float factors) so that the count "
-                "stays an exact int." if isinstance(actual, (float, np.floating)) else "")
+        hint = (
+            " Multiply the int arguments (no division, no float factors) so that the count "
+            "stays an exact int."
+            if isinstance(actual, (float, np.floating))
+            else ""
+        )
         raise AssertionError(f"{what} returned {shown}; expected the int {expected:,}.{hint}")
     actual = int(actual)
     if actual == expected:
@@ -232,10 +266,12 @@ def check_inputs_unchanged(lesson, what):
         index = int(number) - 1 if number.isdigit() else -1
         name = ARGUMENTS[index] if 0 <= index < len(ARGUMENTS) else head
         changed.append(name + (f"[{rest}" if rest else ""))
-    raise AssertionError(f"{what} changed its input in place ({', '.join(changed)}). Functions "
-                         "must leave their inputs untouched: np.concatenate builds new caches, "
-                         "and `w = w * s` builds a new array where `w *= s` overwrites the "
-                         "caller's.")
+    raise AssertionError(
+        f"{what} changed its input in place ({', '.join(changed)}). Functions "
+        "must leave their inputs untouched: np.concatenate builds new caches, "
+        "and `w = w * s` builds a new array where `w *= s` overwrites the "
+        "caller's."
+    )
 
 
 def triple(result, what):
@@ -272,17 +308,23 @@ def cache_mistakes(old, full, other, n_rep):
     """Named wrong caches: `old` passed in, `full` the right answer, `other` the right other cache."""
     n_s = old.shape[2]
     new = full[:, :, n_s:]
-    mistakes = {NOT_APPENDED: old, NEW_ONLY: new,
-                REPEATED: lambda: np.repeat(full, n_rep, axis=1),
-                PREPENDED: lambda: np.concatenate([new, old], axis=2), SWAPPED_KV: other}
+    mistakes = {
+        NOT_APPENDED: old,
+        NEW_ONLY: new,
+        REPEATED: lambda: np.repeat(full, n_rep, axis=1),
+        PREPENDED: lambda: np.concatenate([new, old], axis=2),
+        SWAPPED_KV: other,
+    }
     for axis, letter in ((0, "B"), (1, "G"), (3, "K")):
-        mistakes[WRONG_AXIS.format(axis=axis, letter=letter)] = (
-            lambda axis=axis: np.concatenate([old, new], axis=axis))
+        mistakes[WRONG_AXIS.format(axis=axis, letter=letter)] = lambda axis=axis: np.concatenate(
+            [old, new], axis=axis
+        )
     return mistakes
 
 
-def check_step(result, x_new, cache_k, cache_v, params, n_heads, n_kv_heads, *, what,
-               expected=None, dtype=None):
+def check_step(
+    result, x_new, cache_k, cache_v, params, n_heads, n_kv_heads, *, what, expected=None, dtype=None
+):
     """Check one decoding step: out (B, T_new, D), then both caches (B, G, S + T_new, K).
 
     ``expected`` = (out, keys, values) when already known (from the full causal oracle)."""
@@ -293,15 +335,30 @@ def check_step(result, x_new, cache_k, cache_v, params, n_heads, n_kv_heads, *, 
     dtype = dtype or x_new.dtype
     n_rep = n_heads // n_kv_heads
     promoted = dtype == np.float32  # a float64 answer with the right values was promoted
-    check_array(out, exp_out.astype(dtype), what=f"out_t of {what}", dims="B T D",
-                mistakes={**({PROMOTED: exp_out} if promoted else {}),
-                          **out_mistakes(x_new, cache_k, cache_v, params, n_heads, n_kv_heads)})
-    check_array(new_k, exp_k.astype(dtype), what=f"the cache_k returned by {what}",
-                dims="B G S K", mistakes={**({PROMOTED: exp_k} if promoted else {}),
-                                          **cache_mistakes(cache_k, exp_k, exp_v, n_rep)})
-    check_array(new_v, exp_v.astype(dtype), what=f"the cache_v returned by {what}",
-                dims="B G S K", mistakes={**({PROMOTED: exp_v} if promoted else {}),
-                                          **cache_mistakes(cache_v, exp_v, exp_k, n_rep)})
+    check_array(
+        out,
+        exp_out.astype(dtype),
+        what=f"out_t of {what}",
+        dims="B T D",
+        mistakes={
+            **({PROMOTED: exp_out} if promoted else {}),
+            **out_mistakes(x_new, cache_k, cache_v, params, n_heads, n_kv_heads),
+        },
+    )
+    check_array(
+        new_k,
+        exp_k.astype(dtype),
+        what=f"the cache_k returned by {what}",
+        dims="B G S K",
+        mistakes={**({PROMOTED: exp_k} if promoted else {}), **cache_mistakes(cache_k, exp_k, exp_v, n_rep)},
+    )
+    check_array(
+        new_v,
+        exp_v.astype(dtype),
+        what=f"the cache_v returned by {what}",
+        dims="B G S K",
+        mistakes={**({PROMOTED: exp_v} if promoted else {}), **cache_mistakes(cache_v, exp_v, exp_k, n_rep)},
+    )
     return out, new_k, new_v
 
 
@@ -315,14 +372,25 @@ def decode_sequence(lesson, x, params, n_heads, n_kv_heads, chunks, *, what):
     start = 0
     for size in chunks:
         stop = start + size
-        step = (f"{what}, step at positions {start}..{stop - 1}" if size > 1
-                else f"{what}, step {start} (token {start} after {start} cached)")
+        step = (
+            f"{what}, step at positions {start}..{stop - 1}"
+            if size > 1
+            else f"{what}, step {start} (token {start} after {start} cached)"
+        )
         x_new = x[:, start:stop]
         expected = (full_out[:, start:stop], full_k[:, :, :stop], full_v[:, :, :stop])
         result = lesson.decode_step(x_new, cache_k, cache_v, params, n_heads, n_kv_heads)
-        _, cache_k, cache_v = check_step(result, x_new, full_k[:, :, :start].astype(x.dtype),
-                                         full_v[:, :, :start].astype(x.dtype), params, n_heads,
-                                         n_kv_heads, what=step, expected=expected)
+        _, cache_k, cache_v = check_step(
+            result,
+            x_new,
+            full_k[:, :, :start].astype(x.dtype),
+            full_v[:, :, :start].astype(x.dtype),
+            params,
+            n_heads,
+            n_kv_heads,
+            what=step,
+            expected=expected,
+        )
         start = stop
 
 
@@ -330,74 +398,112 @@ def decode_sequence(lesson, x, params, n_heads, n_kv_heads, chunks, *, what):
 @exercise("kv_cache_bytes")
 class TestKvCacheBytes:
     def test_kv_cache_bytes_returns_an_int(self, lesson):
-        check_bytes(lesson.kv_cache_bytes(1, 1, 1, 1, 1), 4,
-                    what="kv_cache_bytes(1, 1, 1, 1, 1) (one number of K and one of V, 2 bytes "
-                         "each)", mistakes=bytes_mistakes(1, 1, 1, 1, 1))
+        check_bytes(
+            lesson.kv_cache_bytes(1, 1, 1, 1, 1),
+            4,
+            what="kv_cache_bytes(1, 1, 1, 1, 1) (one number of K and one of V, 2 bytes each)",
+            mistakes=bytes_mistakes(1, 1, 1, 1, 1),
+        )
 
     def test_kv_cache_bytes_small_case_by_hand(self, lesson):
         # every factor a different prime, so each missing factor gives a different number:
         # 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120
         args = (3, 5, 7, 11, 13, 4)
-        check_bytes(lesson.kv_cache_bytes(*args), 120_120,
-                    what="kv_cache_bytes(batch=3, seq_len=5, n_layers=7, n_kv_heads=11, "
-                         "head_dim=13, bytes_per_value=4)", mistakes=bytes_mistakes(*args))
+        check_bytes(
+            lesson.kv_cache_bytes(*args),
+            120_120,
+            what="kv_cache_bytes(batch=3, seq_len=5, n_layers=7, n_kv_heads=11, "
+            "head_dim=13, bytes_per_value=4)",
+            mistakes=bytes_mistakes(*args),
+        )
 
     def test_gpt3_175b_caches_4_718_592_bytes_per_token_in_fp16(self, lesson):
         # GPT-3 175B: 96 layers, 96 heads (MHA: 96 key/value heads), head_dim 128, d_model 12,288
         # 2 * 96 * 96 * 128 * 2 = 4,718,592 bytes = 4.5 MiB, about 4.7 MB per token
         assert 96 * 128 == 12_288
-        check_bytes(lesson.kv_cache_bytes(1, 1, 96, 96, 128), 4_718_592,
-                    what="kv_cache_bytes(batch=1, seq_len=1, n_layers=96, n_kv_heads=96, "
-                         "head_dim=128) for one token of GPT-3 175B",
-                    mistakes=bytes_mistakes(1, 1, 96, 96, 128))
+        check_bytes(
+            lesson.kv_cache_bytes(1, 1, 96, 96, 128),
+            4_718_592,
+            what="kv_cache_bytes(batch=1, seq_len=1, n_layers=96, n_kv_heads=96, "
+            "head_dim=128) for one token of GPT-3 175B",
+            mistakes=bytes_mistakes(1, 1, 96, 96, 128),
+        )
         # its 2,048-token context: 2048 * 4.5 MiB = 9 GiB for a single sequence
-        check_bytes(lesson.kv_cache_bytes(1, 2048, 96, 96, 128), 9 * 2**30,
-                    what="kv_cache_bytes(1, 2048, 96, 96, 128): GPT-3's full 2,048-token context",
-                    mistakes=bytes_mistakes(1, 2048, 96, 96, 128))
+        check_bytes(
+            lesson.kv_cache_bytes(1, 2048, 96, 96, 128),
+            9 * 2**30,
+            what="kv_cache_bytes(1, 2048, 96, 96, 128): GPT-3's full 2,048-token context",
+            mistakes=bytes_mistakes(1, 2048, 96, 96, 128),
+        )
 
     def test_gqa_8_would_make_gpt3s_cache_12_times_smaller(self, lesson):
         # 96 query heads sharing 8 key/value heads: 2 * 96 * 8 * 128 * 2 = 393,216 = 4,718,592 / 12
-        check_bytes(lesson.kv_cache_bytes(1, 1, 96, 8, 128), 4_718_592 // 12,
-                    what="kv_cache_bytes(1, 1, n_layers=96, n_kv_heads=8, head_dim=128): GPT-3 "
-                         "with GQA-8", mistakes=bytes_mistakes(1, 1, 96, 8, 128))
+        check_bytes(
+            lesson.kv_cache_bytes(1, 1, 96, 8, 128),
+            4_718_592 // 12,
+            what="kv_cache_bytes(1, 1, n_layers=96, n_kv_heads=8, head_dim=128): GPT-3 with GQA-8",
+            mistakes=bytes_mistakes(1, 1, 96, 8, 128),
+        )
 
     def test_llama_2_70b_caches_327_680_bytes_per_token_and_80_gib_hold_262_144(self, lesson):
         # Llama 2 70B: 80 layers, 64 query heads sharing 8 key/value heads, head_dim 128
         # 2 * 80 * 8 * 128 * 2 = 327,680 bytes = 320 KiB per token
-        check_bytes(lesson.kv_cache_bytes(1, 1, 80, 8, 128), 327_680,
-                    what="kv_cache_bytes(1, 1, n_layers=80, n_kv_heads=8, head_dim=128) for one "
-                         "token of Llama 2 70B", mistakes=bytes_mistakes(1, 1, 80, 8, 128))
+        check_bytes(
+            lesson.kv_cache_bytes(1, 1, 80, 8, 128),
+            327_680,
+            what="kv_cache_bytes(1, 1, n_layers=80, n_kv_heads=8, head_dim=128) for one token of Llama 2 70B",
+            mistakes=bytes_mistakes(1, 1, 80, 8, 128),
+        )
         # 80 GiB / 320 KiB = 262,144 tokens: 64 sequences at the full 4,096-token context
         assert 80 * 2**30 // 327_680 == 262_144 == 64 * 4096
-        check_bytes(lesson.kv_cache_bytes(64, 4096, 80, 8, 128), 80 * 2**30,
-                    what="kv_cache_bytes(batch=64, seq_len=4096, 80, 8, 128): Llama 2 70B, 64 "
-                         "sequences of 4,096 tokens (80 GiB)",
-                    mistakes=bytes_mistakes(64, 4096, 80, 8, 128))
+        check_bytes(
+            lesson.kv_cache_bytes(64, 4096, 80, 8, 128),
+            80 * 2**30,
+            what="kv_cache_bytes(batch=64, seq_len=4096, 80, 8, 128): Llama 2 70B, 64 "
+            "sequences of 4,096 tokens (80 GiB)",
+            mistakes=bytes_mistakes(64, 4096, 80, 8, 128),
+        )
 
     def test_bytes_per_value_defaults_to_2_and_is_used(self, lesson):
         args = (3, 5, 7, 11, 13)
         values = 2 * 3 * 5 * 7 * 11 * 13  # 30,030 numbers
         for bpv, name in ((4, "fp32"), (1, "int8"), (2, "fp16")):
-            check_bytes(lesson.kv_cache_bytes(*args, bytes_per_value=bpv), values * bpv,
-                        what=f"kv_cache_bytes(3, 5, 7, 11, 13, bytes_per_value={bpv}) ({name})",
-                        mistakes=bytes_mistakes(*args, bpv))
+            check_bytes(
+                lesson.kv_cache_bytes(*args, bytes_per_value=bpv),
+                values * bpv,
+                what=f"kv_cache_bytes(3, 5, 7, 11, 13, bytes_per_value={bpv}) ({name})",
+                mistakes=bytes_mistakes(*args, bpv),
+            )
         default_wrong = {DEFAULT_NOT_2 + f" (it acts as {bpv})": values * bpv for bpv in (1, 4, 8)}
-        check_bytes(lesson.kv_cache_bytes(*args), values * 2,
-                    what="kv_cache_bytes(3, 5, 7, 11, 13) without bytes_per_value",
-                    mistakes={**bytes_mistakes(*args), **default_wrong})
+        check_bytes(
+            lesson.kv_cache_bytes(*args),
+            values * 2,
+            what="kv_cache_bytes(3, 5, 7, 11, 13) without bytes_per_value",
+            mistakes={**bytes_mistakes(*args), **default_wrong},
+        )
 
-    @given(batch=st.integers(1, 6), seq_len=st.integers(1, 3000), n_layers=st.integers(1, 100),
-           n_kv_heads=st.integers(1, 64), head_dim=st.integers(1, 256),
-           bytes_per_value=st.sampled_from([1, 2, 4]))
+    @given(
+        batch=st.integers(1, 6),
+        seq_len=st.integers(1, 3000),
+        n_layers=st.integers(1, 100),
+        n_kv_heads=st.integers(1, 64),
+        head_dim=st.integers(1, 256),
+        bytes_per_value=st.sampled_from([1, 2, 4]),
+    )
     def test_kv_cache_bytes_counts_every_key_and_value_of_every_layer(
-            self, lesson, batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value):
+        self, lesson, batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value
+    ):
         expected = 0
         for _tensor in ("K", "V"):  # the cache of keys, then the cache of values
             for _layer in range(n_layers):
                 expected += batch * seq_len * n_kv_heads * head_dim * bytes_per_value
         args = (batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value)
-        check_bytes(lesson.kv_cache_bytes(*args), expected,
-                    what=f"kv_cache_bytes{args}", mistakes=bytes_mistakes(*args))
+        check_bytes(
+            lesson.kv_cache_bytes(*args),
+            expected,
+            what=f"kv_cache_bytes{args}",
+            mistakes=bytes_mistakes(*args),
+        )
 
 
 # ---------------------------------------------------------------- decode_step
@@ -408,10 +514,18 @@ class TestDecodeStep:
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
         cache_k, cache_v = empty_cache(), empty_cache()
-        check_step(lesson.decode_step(x_t, cache_k, cache_v, params, H, G), x_t, cache_k, cache_v,
-                   params, H, G, what="decode_step(x_t (B, 1, D) = (2, 1, 12), empty caches "
-                                      "(B, G, 0, K) = (2, 2, 0, 3), params, n_heads=4, "
-                                      "n_kv_heads=2)")
+        check_step(
+            lesson.decode_step(x_t, cache_k, cache_v, params, H, G),
+            x_t,
+            cache_k,
+            cache_v,
+            params,
+            H,
+            G,
+            what="decode_step(x_t (B, 1, D) = (2, 1, 12), empty caches "
+            "(B, G, 0, K) = (2, 2, 0, 3), params, n_heads=4, "
+            "n_kv_heads=2)",
+        )
 
     def test_new_token_attends_to_the_cache_and_to_itself_small_case_by_hand(self, lesson):
         one = np.array([[1.0]])
@@ -422,29 +536,53 @@ class TestDecodeStep:
         # the new value is 0 * 1 + 6 = 6; uniform weights over the 3 positions:
         # out = (0 + 3 + 6) / 3 = 3   (the cache alone would give 1.5, the new token alone 6,
         # a top-left causal mask, which lets the query see position 0 only, 0)
-        what = ("decode_step on the hand-checked case: D = K = 1, H = G = 1, cached values [0, 3],"
-                " new value 6, all scores 0")
+        what = (
+            "decode_step on the hand-checked case: D = K = 1, H = G = 1, cached values [0, 3],"
+            " new value 6, all scores 0"
+        )
         out, new_k, new_v = triple(lesson.decode_step(x_t, cache_k, cache_v, params, 1, 1), what)
-        check_array(out, np.array([[[3.0]]]), what=f"out_t of {what}", dims="B T D",
-                    mistakes={OFF_BY_ONE: np.array([[[1.5]]]), ONLY_NEW: np.array([[[6.0]]]),
-                              TOP_LEFT: np.array([[[0.0]]])})
-        check_array(new_k, np.array([1.0, 2.0, 0.0]).reshape(1, 1, 3, 1),
-                    what=f"the cache_k returned by {what}", dims="B G S K",
-                    mistakes={NOT_APPENDED: cache_k,
-                              PREPENDED: np.array([0.0, 1.0, 2.0]).reshape(1, 1, 3, 1)})
-        check_array(new_v, np.array([0.0, 3.0, 6.0]).reshape(1, 1, 3, 1),
-                    what=f"the cache_v returned by {what}", dims="B G S K",
-                    mistakes={NOT_APPENDED: cache_v,
-                              PREPENDED: np.array([6.0, 0.0, 3.0]).reshape(1, 1, 3, 1)})
+        check_array(
+            out,
+            np.array([[[3.0]]]),
+            what=f"out_t of {what}",
+            dims="B T D",
+            mistakes={
+                OFF_BY_ONE: np.array([[[1.5]]]),
+                ONLY_NEW: np.array([[[6.0]]]),
+                TOP_LEFT: np.array([[[0.0]]]),
+            },
+        )
+        check_array(
+            new_k,
+            np.array([1.0, 2.0, 0.0]).reshape(1, 1, 3, 1),
+            what=f"the cache_k returned by {what}",
+            dims="B G S K",
+            mistakes={NOT_APPENDED: cache_k, PREPENDED: np.array([0.0, 1.0, 2.0]).reshape(1, 1, 3, 1)},
+        )
+        check_array(
+            new_v,
+            np.array([0.0, 3.0, 6.0]).reshape(1, 1, 3, 1),
+            what=f"the cache_v returned by {what}",
+            dims="B G S K",
+            mistakes={NOT_APPENDED: cache_v, PREPENDED: np.array([6.0, 0.0, 3.0]).reshape(1, 1, 3, 1)},
+        )
 
     def test_the_new_key_and_value_are_appended_after_the_cache(self, lesson):
         r = rng(41)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
         cache_k, cache_v = random_cache(r)
-        check_step(lesson.decode_step(x_t, cache_k, cache_v, params, H, G), x_t, cache_k, cache_v,
-                   params, H, G, what="decode_step(x_t (2, 1, 12), caches (B, G, S, K) = "
-                                      "(2, 2, 6, 3), params, n_heads=4, n_kv_heads=2)")
+        check_step(
+            lesson.decode_step(x_t, cache_k, cache_v, params, H, G),
+            x_t,
+            cache_k,
+            cache_v,
+            params,
+            H,
+            G,
+            what="decode_step(x_t (2, 1, 12), caches (B, G, S, K) = "
+            "(2, 2, 6, 3), params, n_heads=4, n_kv_heads=2)",
+        )
 
     def test_caches_grow_along_the_position_axis_s(self, lesson):
         r = rng(42)
@@ -454,10 +592,20 @@ class TestDecodeStep:
         what = "decode_step(x_t (2, 1, 12), caches (B, G, S, K) = (2, 2, 1, 3), params, 4, 2)"
         _, new_k, new_v = triple(lesson.decode_step(x_t, cache_k, cache_v, params, H, G), what)
         _, exp_k, exp_v = step_loop(x_t, cache_k, cache_v, params, H, G)
-        check_array(new_k, exp_k, what=f"the cache_k returned by {what}", dims="B G S K",
-                    mistakes=cache_mistakes(cache_k, exp_k, exp_v, H // G))
-        check_array(new_v, exp_v, what=f"the cache_v returned by {what}", dims="B G S K",
-                    mistakes=cache_mistakes(cache_v, exp_v, exp_k, H // G))
+        check_array(
+            new_k,
+            exp_k,
+            what=f"the cache_k returned by {what}",
+            dims="B G S K",
+            mistakes=cache_mistakes(cache_k, exp_k, exp_v, H // G),
+        )
+        check_array(
+            new_v,
+            exp_v,
+            what=f"the cache_v returned by {what}",
+            dims="B G S K",
+            mistakes=cache_mistakes(cache_v, exp_v, exp_k, H // G),
+        )
 
     def test_the_caches_passed_in_are_left_unchanged(self, lesson):
         r = rng(43)
@@ -475,68 +623,124 @@ class TestDecodeStep:
         x_t = r.standard_normal((B, 1, D))
         cache_k, cache_v = random_cache(r)
         cache_k = cache_k * 2.0  # sharper scores: a wrong scale or a missing key shows clearly
-        check_step(lesson.decode_step(x_t, cache_k, cache_v, params, H, G), x_t, cache_k, cache_v,
-                   params, H, G, what="decode_step(x_t (2, 1, 12), caches (2, 2, 6, 3), params, "
-                                      "n_heads=4, n_kv_heads=2)")
+        check_step(
+            lesson.decode_step(x_t, cache_k, cache_v, params, H, G),
+            x_t,
+            cache_k,
+            cache_v,
+            params,
+            H,
+            G,
+            what="decode_step(x_t (2, 1, 12), caches (2, 2, 6, 3), params, n_heads=4, n_kv_heads=2)",
+        )
 
     def test_decoding_token_by_token_equals_full_causal_attention(self, lesson):
         r = rng(45)
         params = make_params(r)
         x = r.standard_normal((B, L, D))
-        decode_sequence(lesson, x, params, H, G, [1] * L,
-                        what="decoding x (B, T, D) = (2, 5, 12) token by token from an empty "
-                             "cache (n_heads=4, n_kv_heads=2)")
+        decode_sequence(
+            lesson,
+            x,
+            params,
+            H,
+            G,
+            [1] * L,
+            what="decoding x (B, T, D) = (2, 5, 12) token by token from an empty "
+            "cache (n_heads=4, n_kv_heads=2)",
+        )
 
     def test_decoding_without_biases(self, lesson):
         r = rng(46)
         params = make_params(r, bias=False)
         x = r.standard_normal((B, 4, D))
-        decode_sequence(lesson, x, params, H, G, [1] * 4,
-                        what="decoding x (2, 4, 12) token by token with params without biases")
+        decode_sequence(
+            lesson,
+            x,
+            params,
+            H,
+            G,
+            [1] * 4,
+            what="decoding x (2, 4, 12) token by token with params without biases",
+        )
 
     def test_multi_head_and_multi_query_attention_are_the_two_ends(self, lesson):
         r = rng(47)
         for n_kv_heads, name in ((H, "MHA, G = H = 4"), (1, "MQA, G = 1")):
             params = make_params(r, n_kv_heads=n_kv_heads)
             x = r.standard_normal((B, 4, D))
-            decode_sequence(lesson, x, params, H, n_kv_heads, [1] * 4,
-                            what=f"decoding x (2, 4, 12) token by token ({name})")
+            decode_sequence(
+                lesson,
+                x,
+                params,
+                H,
+                n_kv_heads,
+                [1] * 4,
+                what=f"decoding x (2, 4, 12) token by token ({name})",
+            )
 
     def test_a_chunk_of_new_tokens_sees_the_cache_and_the_earlier_new_tokens(self, lesson):
         r = rng(48)
         params = make_params(r)
         x_new = r.standard_normal((B, 3, D))
         cache_k, cache_v = random_cache(r)
-        check_step(lesson.decode_step(x_new, cache_k, cache_v, params, H, G), x_new, cache_k,
-                   cache_v, params, H, G,
-                   what="decode_step(x_t (B, T_new, D) = (2, 3, 12), caches (2, 2, 6, 3), params, "
-                        "4, 2) with three new tokens")
+        check_step(
+            lesson.decode_step(x_new, cache_k, cache_v, params, H, G),
+            x_new,
+            cache_k,
+            cache_v,
+            params,
+            H,
+            G,
+            what="decode_step(x_t (B, T_new, D) = (2, 3, 12), caches (2, 2, 6, 3), params, "
+            "4, 2) with three new tokens",
+        )
 
     def test_a_prefill_then_single_tokens_equals_full_causal_attention(self, lesson):
         r = rng(49)
         params = make_params(r)
         x = r.standard_normal((B, 6, D))
-        decode_sequence(lesson, x, params, H, G, [3, 1, 2],
-                        what="decoding x (2, 6, 12) in chunks of 3, 1 and 2 tokens from an empty "
-                             "cache")
+        decode_sequence(
+            lesson,
+            x,
+            params,
+            H,
+            G,
+            [3, 1, 2],
+            what="decoding x (2, 6, 12) in chunks of 3, 1 and 2 tokens from an empty cache",
+        )
 
     def test_decode_step_keeps_float32(self, lesson):
         r = rng(50)
         params = make_params(r, dtype=np.float32)
         x = r.standard_normal((B, 3, D)).astype(np.float32)
-        decode_sequence(lesson, x, params, H, G, [1, 1, 1],
-                        what="decoding x (2, 3, 12) in float32 token by token")
+        decode_sequence(
+            lesson, x, params, H, G, [1, 1, 1], what="decoding x (2, 3, 12) in float32 token by token"
+        )
 
-    @given(b=st.integers(1, 2), n_kv_heads=st.integers(1, 3), n_rep=st.integers(1, 3),
-           k=st.integers(1, 3), chunks=st.lists(st.integers(1, 3), min_size=1, max_size=3),
-           bias=st.booleans(), seed=st.integers(0, 2**32 - 1))
-    def test_decoding_in_any_chunks_equals_full_causal_attention(self, lesson, b, n_kv_heads,
-                                                                 n_rep, k, chunks, bias, seed):
+    @given(
+        b=st.integers(1, 2),
+        n_kv_heads=st.integers(1, 3),
+        n_rep=st.integers(1, 3),
+        k=st.integers(1, 3),
+        chunks=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+        bias=st.booleans(),
+        seed=st.integers(0, 2**32 - 1),
+    )
+    def test_decoding_in_any_chunks_equals_full_causal_attention(
+        self, lesson, b, n_kv_heads, n_rep, k, chunks, bias, seed
+    ):
         r = rng(seed)
         n_heads = n_kv_heads * n_rep
         d = n_heads * k
         params = make_params(r, d=d, n_heads=n_heads, n_kv_heads=n_kv_heads, k=k, bias=bias)
         x = r.standard_normal((b, sum(chunks), d))
-        decode_sequence(lesson, x, params, n_heads, n_kv_heads, chunks,
-                        what=f"decoding x {x.shape} in chunks {chunks} (n_heads={n_heads}, "
-                             f"n_kv_heads={n_kv_heads}, bias={bias})")
+        decode_sequence(
+            lesson,
+            x,
+            params,
+            n_heads,
+            n_kv_heads,
+            chunks,
+            what=f"decoding x {x.shape} in chunks {chunks} (n_heads={n_heads}, "
+            f"n_kv_heads={n_kv_heads}, bias={bias})",
+        )
