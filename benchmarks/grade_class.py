@@ -31,8 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["COURSE_SERVER"] = "off"
 os.environ["COURSE_LIMITS"] = "call=1,import=2,run=20"
 
-from course import __version__, gradebook, submissions  # noqa: E402
+from course import __version__  # noqa: E402
 from course.catalog import load_catalog  # noqa: E402
+from course.instructor import gradebook, submissions  # noqa: E402
 
 HOSTILE = {
     "loop_in_a_function": "def linear(x, w, b=None):\n    while True:\n        pass\n",

@@ -74,10 +74,6 @@ class Catalog:
     def by_module(self, module: str) -> Lesson | None:
         return next((lesson for lesson in self.lessons if lesson.module == module), None)
 
-    def after(self, lesson: Lesson) -> Lesson | None:
-        index = self.lessons.index(lesson)
-        return self.lessons[index + 1] if index + 1 < len(self.lessons) else None
-
     def resolve(self, name: str) -> Lesson:
         """Find a lesson by ``3``, ``03``, ``l03``, ``l03_attention`` or ``attention``.
 
@@ -91,6 +87,31 @@ class Catalog:
             if key in (lesson.module, lesson.short_name):
                 return lesson
         raise UnknownLesson(name, self)
+
+    def resolve_available(self, name: str) -> Lesson:
+        """``resolve``, and the lesson's files must be written (else LessonNotReady)."""
+        lesson = self.resolve(name)
+        if not lesson.available:
+            raise LessonNotReady(lesson)
+        return lesson
+
+    def resolve_list(self, names: str | None) -> list[Lesson]:
+        """Comma-separated names ("1,2,3") as available lessons in course order; every available
+        lesson for None or an empty string."""
+        if not names or not names.strip():
+            return list(self.available())
+        chosen = {self.resolve_available(name) for name in names.split(",") if name.strip()}
+        return sorted(chosen, key=lambda lesson: lesson.number)
+
+
+class LessonNotReady(LookupError):
+    """The catalog announces the lesson but its files are not written yet."""
+
+    def __init__(self, lesson: Lesson) -> None:
+        super().__init__(
+            f"Lesson {lesson.id} ({lesson.title}) is coming soon: its files are not written yet."
+        )
+        self.lesson = lesson
 
 
 class UnknownLesson(LookupError):

@@ -81,6 +81,28 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
     return Session(found, catalog, loaded, notices, created)
 
 
+def init_workspace(directory: Path) -> tuple[ws.Workspace, list[Path]]:
+    """`course init DIR`: a workspace with every lesson file not there yet; the progress state
+    (kept when readable) records which files were placed. Raises WorkspaceProblem."""
+    catalog = load_catalog()
+    created, added = ws.init(directory, catalog)
+    try:
+        loaded = state_file.load(created.state_path)
+    except state_file.StateProblem:
+        loaded = state_file.State()
+    loaded.placed = sorted(set(loaded.placed) | {path.stem for path in added})
+    state_file.save(loaded, created.state_path)
+    return created, added
+
+
+def debug_check(session: Session, lesson: Lesson) -> int:
+    """`course check --debug`: the lesson's tests with the learner's code in this process (not a
+    grade, nothing recorded); returns pytest's exit code."""
+    from course.engine import debug
+
+    return debug.run(lesson, session.workspace.root)
+
+
 def rebuild_state(workspace: ws.Workspace, catalog: Catalog) -> state_file.State:
     from course.engine.runner import grade
 
@@ -224,6 +246,13 @@ def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
         session.state.lesson(lesson.module).solution_peeked = True
         session.save()
     return lesson.solution.read_text(encoding="utf-8")
+
+
+def attention_maps(session: Session, lesson: Lesson) -> AttentionMaps:
+    """`course show LESSON --map`: the learner's attention weights beside the reference."""
+    from course.engine import maps
+
+    return maps.attention_maps(lesson, session.workspace.root)
 
 
 def diagnose(session: Session, lesson: Lesson, result: LessonResult) -> AttentionMaps | ShapeTrace | None:

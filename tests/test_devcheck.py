@@ -9,7 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from course import cli_dev, devcheck
+from course.cli import dev as cli_dev
+from course.instructor import devcheck
 from tests.helpers import REPO
 
 # Grading in this process runs the grading plugin, whose session fixture on an instance method

@@ -5,7 +5,7 @@ import pytest
 
 from course.catalog import load_catalog
 from course.engine.maps import LESSONS_WITH_MAPS, attention_maps, flag_rows
-from course.render_maps import maps_screen
+from course.render.maps import maps_screen
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()

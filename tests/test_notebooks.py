@@ -15,9 +15,9 @@ pytest.importorskip("ipykernel")
 import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from course import notebooks  # noqa: E402
 from course.catalog import load_catalog  # noqa: E402
-from course.cli_notebooks import register  # noqa: E402
+from course.cli.notebooks import register  # noqa: E402
+from course.instructor import notebooks  # noqa: E402
 from tests.helpers import grade_folder  # noqa: E402
 
 CATALOG = load_catalog()

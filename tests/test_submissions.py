@@ -13,9 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from course import __version__, exports, gradebook, submissions
+from course import __version__
 from course.catalog import load_catalog
-from course.cli_instructor import register
+from course.cli.instructor import register
+from course.instructor import exports, gradebook, submissions
 from tests.helpers import LESSONS, SOLUTIONS, classic_mistakes, mistaken_source
 
 CASES = classic_mistakes()

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from course import progress, render, state
+from course import progress, state
 from course import workspace as ws
 from course.catalog import load_catalog
+from course.render import screens as render
 
 REPO = Path(__file__).resolve().parent.parent
 

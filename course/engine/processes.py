@@ -15,14 +15,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from course.engine import protocol
-
-if TYPE_CHECKING:
-    from course.engine.client import Limits
+from course.engine.limits import Limits
 
 # -I ignores PYTHONPATH and the current folder, so the worker is told where the course lives.
 _BOOT = (

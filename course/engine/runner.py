@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
 from course.engine import client, integrity, misconceptions
+from course.engine.limits import Limits
 from course.engine.processes import Worker
 from course.engine.results import (
     ERROR,
@@ -132,7 +133,7 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
 def grade(
     lesson: Lesson,
     source_dir: Path | str,
-    limits: client.Limits | None = None,
+    limits: Limits | None = None,
     test_file: Path | None = None,
     spare: tuple[Worker, Path] | None = None,
 ) -> LessonResult:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the calling side must not import numpy: see request()
 
 PACKAGE = Path(__file__).resolve().parents[1]
 IDLE_SECONDS = 600
-REQUEST_SECONDS = 75.0  # above the 60 s a whole check may take (client.Limits.run_seconds)
+REQUEST_SECONDS = 75.0  # above the 60 s a whole check may take (limits.Limits.run_seconds)
 
 
 def enabled() -> bool:

@@ -12,14 +12,9 @@ from typing import Annotated
 
 import typer
 
-dev = typer.Typer(
-    name="dev",
-    help="Commands for the course's maintainers.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
+from course.cli.common import fail, new_app
+
+dev = new_app("dev", "Commands for the course's maintainers.")
 
 
 @dev.command(name="check")
@@ -37,12 +32,11 @@ def check(
     ] = False,
 ) -> None:
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
-    from course import devcheck
-    from course.cli import _fail
+    from course.instructor import devcheck
 
     folder = (root or devcheck.REPO).resolve()
     if not (folder / "course" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
-        _fail(
+        fail(
             f"{folder} is not a clone of the course repository (no course/catalog.toml and "
             "lessons/ there): `course dev check` checks the course's sources, so run it from "
             "a clone or pass --root."

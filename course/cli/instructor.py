@@ -1,6 +1,6 @@
 """The instructor's commands: `course submit`, `course grade` and `course classroom`.
 
-``register(app)`` adds them to the main typer app. Exit codes as in ``course.cli``: 0 done, 1 done
+``register(app)`` adds them to the main typer app. Exit codes as in ``course.cli.common``: 0 done, 1 done
 but something needs the instructor's attention (a bundle with problems), 2 a usage error.
 """
 
@@ -12,29 +12,7 @@ from typing import Annotated
 
 import typer
 
-
-def _lessons(names: str | None):
-    """--lessons "1,2,3" (default: every available lesson) as catalog lessons."""
-    from course.catalog import UnknownLesson, load_catalog
-    from course.cli import _fail
-
-    catalog = load_catalog()
-    if not names:
-        return list(catalog.available())
-    try:
-        chosen = [catalog.resolve(name) for name in names.split(",") if name.strip()]
-    except UnknownLesson as problem:
-        _fail(str(problem))
-    missing = [lesson for lesson in chosen if not lesson.available]
-    if missing:
-        _fail(f"Lesson {missing[0].id} is not written yet, so it cannot be graded.")
-    return sorted(set(chosen), key=lambda lesson: lesson.number)
-
-
-LessonsOption = Annotated[
-    str | None,
-    typer.Option("--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all)."),
-]
+from course.cli.common import LessonsOption, WorkspaceOption, fail, lessons_named, open_session, show
 
 
 def submit(
@@ -46,22 +24,12 @@ def submit(
     ] = None,
     name: Annotated[str | None, typer.Option(help="Your name (default: $USER).")] = None,
     lessons: LessonsOption = None,
-    workspace: Annotated[
-        str | None,
-        typer.Option(
-            "--workspace",
-            "-w",
-            envvar="COURSE_WORKSPACE",
-            metavar="DIR",
-            help="The workspace folder (default: found from the current folder).",
-        ),
-    ] = None,
+    workspace: WorkspaceOption = None,
 ) -> None:
     """Grade your lesson files and pack them, with the results, into a zip to hand in."""
-    from course import submissions
-    from course.cli import _fail, _session, _show
+    from course.instructor import submissions
 
-    session = _session(workspace)
+    session = open_session(workspace)
     who = submissions.learner_name(name)
     target = out or Path(f"submission-{_safe(who)}.zip")
     try:
@@ -70,12 +38,12 @@ def submit(
             target,
             session.catalog,
             who,
-            lessons=_lessons(lessons) if lessons else None,
+            lessons=lessons_named(session.catalog, lessons) if lessons else None,
         )
     except submissions.SubmissionProblem as problem:
-        _fail(str(problem))
+        fail(str(problem))
     passed = sum(entry["status"] == "passed" for entry in payload["lessons"])
-    _show(
+    show(
         f"Wrote {target}: {len(payload['files'])} lesson files for {who}, {passed} lessons "
         f"passed, {payload['total_points']} of {payload['max_points']} points "
         f"(course {payload['course_version']}). Hand this file in."
@@ -105,24 +73,24 @@ def grade(
     lessons: LessonsOption = None,
 ) -> None:
     """Re-grade every submission bundle in a folder and write a gradebook."""
-    from course import exports, gradebook
-    from course.cli import _fail, _show
+    from course.catalog import load_catalog
+    from course.instructor import exports, gradebook
 
     if not submissions_dir.is_dir():
-        _fail(f"{submissions_dir} is not a folder: name the folder that holds the .zip bundles.")
-    chosen = _lessons(lessons)
+        fail(f"{submissions_dir} is not a folder: name the folder that holds the .zip bundles.")
+    chosen = lessons_named(load_catalog(), lessons)
     found = gradebook.bundles_in(submissions_dir)
     if not found:
-        _fail(f"No .zip bundles in {submissions_dir}: `course submit` makes them.")
+        fail(f"No .zip bundles in {submissions_dir}: `course submit` makes them.")
     count = workers or os.cpu_count() or 1
-    _show(
+    show(
         f"Grading {len(found)} submissions, lessons "
         f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers."
     )
 
     def progress(row: dict, done: int, total: int) -> None:
         note = f"  ({row['problems'][0]})" if row["problems"] else ""
-        _show(f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}")
+        show(f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}")
 
     result = gradebook.grade_folder(submissions_dir, chosen, count, progress)
     gradebook.write_csv(result, out)
@@ -135,7 +103,7 @@ def grade(
         written.append(str(junit))
     troubled = [row for row in result.rows if row["problems"]]
     rate = len(result.rows) / result.seconds if result.seconds else 0.0
-    _show(
+    show(
         f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
         f"Wrote {', '.join(written)}.",
         f"{len(troubled)} with problems (see the problems column)." if troubled else "No problems found.",
@@ -154,16 +122,17 @@ def classroom(
     lessons: LessonsOption = None,
 ) -> None:
     """Write a GitHub Classroom autograding configuration: one test per lesson."""
-    from course import __version__, exports, gradebook
-    from course.cli import _fail, _show
+    from course import __version__
+    from course.catalog import load_catalog
+    from course.instructor import exports, gradebook
 
     if folder.exists() and not folder.is_dir():
-        _fail(f"{folder} exists and is not a folder.")
-    chosen = _lessons(lessons)
+        fail(f"{folder} exists and is not a folder.")
+    chosen = lessons_named(load_catalog(), lessons)
     counts = {lesson.module: points for lesson in chosen} if points else gradebook.max_points(chosen)
     command = install or f"python -m pip install attention-course=={__version__}"
     written = exports.write_classroom(folder, chosen, counts, command)
-    _show(
+    show(
         f"Wrote {', '.join(str(path) for path in written)}: {len(chosen)} tests "
         f"(`course check N`), {sum(counts.values())} points in all.",
         "Commit them to the assignment's template repository.",

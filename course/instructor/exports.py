@@ -29,7 +29,7 @@ def _text(value: object, limit: int = 4000) -> str:
 
 
 def junit_tree(rows: Sequence[dict]) -> ET.ElementTree:
-    """The JUnit document for gradebook rows (as ``course.gradebook.grade_bundle`` makes them)."""
+    """The JUnit document for gradebook rows (as ``course.instructor.gradebook.grade_bundle`` makes them)."""
     root = ET.Element("testsuites", name="course grade")
     totals = dict.fromkeys(("tests", "failures", "errors"), 0)
     for row in rows:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from course import __version__
 from course.catalog import Lesson, load_catalog
-from course.submissions import disagreements, lesson_summary, open_bundle
+from course.instructor.submissions import disagreements, lesson_summary, open_bundle
 
 GRADED, REFUSED, CRASHED = "graded", "refused", "grader-failed"
 MISSING = "missing"

@@ -23,7 +23,7 @@ from course.catalog import Catalog, Lesson, _parse
 from course.engine import integrity
 from course.engine.results import NOT_STARTED, LessonResult
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 UPDATE_MANIFEST = "python tools/update_grading_manifest.py"
 # Folders of the repository whose every file must belong to a catalog lesson.
 TREES = ("lessons", "solutions", "tests/lessons", "tests/mistakes")

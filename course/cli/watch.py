@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from course.cli import WorkspaceOption, _console, _fail, _session
+from course.cli.common import WorkspaceOption, console, fail, open_session
 
 
 def watch(
@@ -19,22 +19,23 @@ def watch(
     """Re-check the current lesson each time you save. Keys: n next, h hint, l list, r re-run,
     q quit."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        _fail(
+        fail(
             "`course watch` needs a terminal: it redraws the screen and reads keys. In a "
             "script or a pipe, use `course check`."
         )
-    from course import progress, render
+    from course import progress
     from course import watch as watcher
+    from course.render import screens as render
 
-    session = _session(workspace, create=True)
-    console = _console()
+    session = open_session(workspace, create=True)
+    out = console()
     view: dict = {"lesson": session.current() or session.catalog.available()[-1]}
 
     def draw(regrade: bool = True, extra=None) -> None:
         if regrade:
             view["result"] = progress.check(session, view["lesson"])
-        console.clear()
-        console.print(render.watch_screen(view["lesson"], view["result"], session, extra))
+        out.clear()
+        out.print(render.watch_screen(view["lesson"], view["result"], session, extra))
 
     def on_key(key: str) -> bool:
         if key == "q":
@@ -65,7 +66,7 @@ def watch(
         watcher.run(session.workspace.root, draw, on_key, poll)
     except KeyboardInterrupt:
         pass
-    console.print("Stopped watching. Your progress is saved.")
+    out.print("Stopped watching. Your progress is saved.")
 
 
 def register(app: typer.Typer) -> None:

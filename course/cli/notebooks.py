@@ -1,6 +1,6 @@
 """`course notebooks OUT_DIR`: the student, instructor (nbgrader) and solved notebooks.
 
-Wire it with ``register(app)`` from course/cli.py. Needs nbformat; the solved set also needs
+``register(app)`` adds it to the `course` app. Needs nbformat; the solved set also needs
 nbclient and ipykernel (a real Jupyter kernel runs every cell).
 """
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from course.cli.common import fail, lesson_named, show
 
 
 def notebooks(
@@ -28,25 +30,18 @@ def notebooks(
 ) -> None:
     """Build each lesson's notebooks: student (skeleton and test cells), instructor (nbgrader
     source format with solutions) and solved (the instructor notebook executed)."""
-    from course.catalog import UnknownLesson, load_catalog
-    from course.cli import _fail, _show
+    from course.catalog import load_catalog
 
     catalog = load_catalog()
-    try:
-        lessons = [catalog.resolve(lesson)] if lesson else list(catalog.available())
-    except UnknownLesson as problem:
-        _fail(str(problem))
-    missing = [each for each in lessons if not each.available]
-    if missing:
-        _fail(f"Lesson {missing[0].id} ({missing[0].title}) is coming soon: its files are not written yet.")
+    lessons = [lesson_named(catalog, lesson)] if lesson else list(catalog.available())
     needed = ["nbformat"] + (["nbclient", "ipykernel"] if execute else [])
     absent = [name for name in needed if not _importable(name)]
     if absent:
-        _fail(
+        fail(
             f"Building notebooks needs {', '.join(absent)}: `pip install {' '.join(absent)}` "
             "(or `--no-execute` to skip the solved set, which needs a Jupyter kernel)."
         )
-    from course import notebooks as nb
+    from course.instructor import notebooks as nb
 
     try:
         written = nb.generate(
@@ -55,12 +50,12 @@ def notebooks(
             catalog,
             execute_solved=execute,
             timeout=timeout,
-            progress=lambda path: _show(f"wrote {path}"),
+            progress=lambda path: show(f"wrote {path}"),
         )
     except nb.NotebookError as problem:
-        _fail(f"Notebook generation stopped: {problem}", 1)
+        fail(f"Notebook generation stopped: {problem}", 1)
     sets = "student/, instructor/ and solved/" if execute else "student/ and instructor/"
-    _show(f"{len(written)} notebooks for {len(lessons)} lesson(s) in {out_dir}/ ({sets}).")
+    show(f"{len(written)} notebooks for {len(lessons)} lesson(s) in {out_dir}/ ({sets}).")
 
 
 def _importable(name: str) -> bool:

@@ -1,0 +1,191 @@
+"""The learner's commands: init, next, check, list, show, hint, reset, solution.
+
+Each is a few lines: open the session, call ``progress``, hand what ``render`` builds to the
+console. ``register(app)`` adds them to the `course` app.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from course.cli.common import (
+    LessonArgument,
+    WorkspaceOption,
+    fail,
+    lesson_named,
+    lesson_or_current,
+    open_session,
+    show,
+)
+
+OptionalLesson = Annotated[str | None, typer.Argument(help="Default: the current lesson.")]
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create it.")] = Path("workspace"),
+) -> None:
+    """Create a workspace with a fresh copy of every lesson file."""
+    from course import progress
+    from course import workspace as ws
+
+    try:
+        created, added = progress.init_workspace(directory)
+    except ws.WorkspaceProblem as problem:
+        fail(str(problem))
+    names = ", ".join(p.name for p in added) or "none (every lesson file was already there)"
+    show(
+        f"Workspace ready in {created.display(created.root)}/. Lesson files added: {names}.",
+        f"Next: cd {created.display(created.root)} and run `course next`.",
+    )
+
+
+def next_(workspace: WorkspaceOption = None) -> None:
+    """Check the current lesson; when it passes, move on to the next one."""
+    from course import progress
+    from course.render import screens
+
+    session = open_session(workspace, create=True)
+    show(screens.next_screen(progress.next_step(session), session))
+
+
+def check(
+    lesson: OptionalLesson = None,
+    all_: Annotated[bool, typer.Option("--all", help="Check every available lesson.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Run the tests with your code in this process, for print() and "
+            "breakpoint(). Not a grade: nothing is recorded.",
+        ),
+    ] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
+    from course import progress
+
+    session = open_session(workspace)
+    if debug:
+        code = progress.debug_check(session, lesson_or_current(session, lesson))
+        raise typer.Exit(0 if code == 0 else 1)
+    lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
+    results = [(each, progress.check(session, each)) for each in lessons]
+    passed = all(result.passed for _, result in results)
+    if as_json:
+        from course import __version__
+
+        payloads = [result.to_dict() for _, result in results]
+        payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
+        sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
+    else:
+        from course.render import maps, screens
+
+        show(screens.notices(session), *[screens.result_screen(e, r, session) for e, r in results])
+        found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
+        if found is not None:
+            show(maps.diagnosis(found))
+    raise typer.Exit(0 if passed else 1)
+
+
+def list_(workspace: WorkspaceOption = None) -> None:
+    """List every lesson with your progress."""
+    from course.render import screens
+
+    show(screens.lesson_list(open_session(workspace)))
+
+
+def show_(
+    lesson: LessonArgument,
+    attention_map: Annotated[
+        bool,
+        typer.Option(
+            "--map",
+            help="Draw your attention weights on a small sentence, beside the reference "
+            "(the lessons with attention weights).",
+        ),
+    ] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Show a lesson: goals, the file to edit, each exercise's status."""
+    from course import progress
+    from course.render import maps, screens
+
+    session = open_session(workspace)
+    chosen = lesson_named(session.catalog, lesson)
+    if attention_map:
+        show(maps.maps_screen(progress.attention_maps(session, chosen)))
+    else:
+        show(screens.lesson_page(chosen, session))
+
+
+def hint(
+    lesson: OptionalLesson = None,
+    exercise: Annotated[str | None, typer.Option(help="Default: the first not passed.")] = None,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Reveal the next hint for an exercise (hints already seen are shown again)."""
+    from course import progress
+    from course.render import screens
+
+    session = open_session(workspace)
+    chosen = lesson_or_current(session, lesson)
+    try:
+        show(screens.hint_screen(progress.reveal_hint(session, chosen, exercise)))
+    except LookupError as problem:
+        fail(str(problem))
+
+
+def reset(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
+    """Restore a lesson file to its fresh skeleton; your version is kept as a backup."""
+    from course import progress
+
+    session = open_session(workspace)
+    chosen = lesson_named(session.catalog, lesson)
+    saved = progress.reset(session, chosen)
+    where = session.workspace.display(session.workspace.lesson_file(chosen))
+    kept = f" Your previous version is in {session.workspace.display(saved)}." if saved else ""
+    show(f"{where} is a fresh skeleton again.{kept}")
+
+
+def solution(
+    lesson: LessonArgument,
+    peek: Annotated[bool, typer.Option(help="Show it before passing (recorded).")] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Show the reference solution of a lesson you have passed."""
+    from course import progress
+    from course.render import screens
+
+    session = open_session(workspace)
+    chosen = lesson_named(session.catalog, lesson)
+    peeked = session.state.status(chosen.module) != "passed"
+    try:
+        source = progress.solution_text(session, chosen, peek)
+    except FileNotFoundError as problem:
+        fail(str(problem))
+    if source is None:
+        fail(
+            f"Lesson {chosen.id} has not passed yet, so its solution stays hidden. "
+            f"`course hint {chosen.number}` helps; `course solution {chosen.number} --peek` shows it "
+            "anyway and records that you peeked.",
+            1,
+        )
+    show(screens.solution_screen(chosen, source, peeked))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the learner's commands to the `course` app, in the order `course --help` lists them."""
+    app.command()(init)
+    app.command(name="next")(next_)
+    app.command()(check)
+    app.command(name="list")(list_)
+    app.command(name="show")(show_)
+    app.command()(hint)
+    app.command()(reset)
+    app.command()(solution)
