@@ -54,6 +54,11 @@ class Lesson:
         return resources.grading_test_path(self.module)
 
     @property
+    def pictures(self) -> Path:
+        """What the lesson wants drawn (maps, shape trace, figures); absent: no pictures."""
+        return resources.pictures_path(self.module)
+
+    @property
     def available(self) -> bool:
         """False for lessons the catalog announces but whose files are not written yet."""
         return self.skeleton.is_file() and self.grading_tests.is_file()

@@ -245,28 +245,35 @@ def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
     if session.state.status(lesson.module) != PASSED:
         session.state.lesson(lesson.module).solution_peeked = True
         session.save()
-    return lesson.solution.read_text(encoding="utf-8")
+    from course.lesson_source import without_markers
+
+    return without_markers(lesson.solution.read_text(encoding="utf-8"))
 
 
 def attention_maps(session: Session, lesson: Lesson) -> AttentionMaps:
-    """`course show LESSON --map`: the learner's attention weights beside the reference."""
-    from course.engine import maps
+    """`course show LESSON --map`: the learner's attention weights beside the reference, and
+    any further pictures the lesson asks for (see ``course.engine.pictures``)."""
+    from course.engine import figures, maps
 
-    return maps.attention_maps(lesson, session.workspace.root)
+    found = maps.attention_maps(lesson, session.workspace.root)
+    found.figures, found.figures_problem = figures.figures(lesson, session.workspace.root)
+    if found.reference is None and (found.figures or found.figures_problem):
+        found.problem = ""  # the lesson draws figures, not attention maps
+    return found
 
 
 def diagnose(session: Session, lesson: Lesson, result: LessonResult) -> AttentionMaps | ShapeTrace | None:
-    """What explains a failed check best, if anything: the shape trace (lessons 5-9) when a
-    shape went wrong, else the attention maps (lessons 3-9) when the weights are wrong."""
+    """What explains a failed check best, if anything: the lesson's shape trace when a shape
+    went wrong, else its attention maps when the weights are wrong (each only when the lesson's
+    pictures module asks for it)."""
     if result.status not in ("failed", "error"):
         return None
     from course.engine import maps, shapes
 
-    if lesson.module in shapes.EXPECTED:
-        trace = shapes.shape_trace(lesson, session.workspace.root)
-        if trace is not None and trace.mismatch:
-            return trace
-    if lesson.module in maps.LESSONS_WITH_MAPS and result.status == "failed":
+    trace = shapes.shape_trace(lesson, session.workspace.root)
+    if trace is not None and trace.mismatch:
+        return trace
+    if result.status == "failed":
         found = maps.attention_maps(lesson, session.workspace.root)
         if found.wrong():
             return found

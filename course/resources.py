@@ -39,3 +39,8 @@ def solution_path(module: str) -> Path:
 
 def grading_test_path(module: str) -> Path:
     return data_dir("grading") / f"test_{module}.py"
+
+
+def pictures_path(module: str) -> Path:
+    """The lesson's pictures module (what it wants drawn), beside its grading tests."""
+    return data_dir("grading") / f"pictures_{module}.py"

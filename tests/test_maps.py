@@ -4,11 +4,19 @@ import numpy as np
 import pytest
 
 from course.catalog import load_catalog
-from course.engine.maps import LESSONS_WITH_MAPS, attention_maps, flag_rows
+from course.engine import pictures
+from course.engine.maps import MapPipeline, attention_maps, flag_rows
 from course.render.maps import maps_screen
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()
+LESSONS_WITH_MAPS = [
+    lesson.module for lesson in CATALOG.available() if pictures.part(lesson, "MAPS", MapPipeline)
+]
+
+
+def test_every_lesson_with_attention_weights_asks_for_maps():
+    assert [CATALOG.by_module(m).number for m in LESSONS_WITH_MAPS] == [3, 4, 5, 6, 7, 8, 9]
 
 
 @pytest.mark.parametrize("module", LESSONS_WITH_MAPS)

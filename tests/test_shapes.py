@@ -5,10 +5,16 @@ import shutil
 import pytest
 
 from course.catalog import load_catalog
-from course.engine.shapes import EXPECTED, compare, shape_trace
+from course.engine.shapes import compare, plan_of, shape_trace
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()
+EXPECTED = [lesson.module for lesson in CATALOG.available() if plan_of(lesson) is not None]
+MULTI_HEAD = plan_of(CATALOG.resolve("6"))
+
+
+def test_lessons_5_to_9_have_a_shape_trace():
+    assert [CATALOG.by_module(m).number for m in EXPECTED] == [5, 6, 7, 8, 9]
 
 
 @pytest.mark.parametrize("module", sorted(EXPECTED))
@@ -29,12 +35,12 @@ def test_a_split_without_the_swap_is_named_at_its_point(tmp_path, module):
 
 
 def test_a_shape_that_is_not_a_permutation_gets_no_transpose_hint():
-    trace = compare("l06_multi_head", [{"function": "linear", "args": [], "result": [[7, 3, 12]]}])
+    trace = compare(MULTI_HEAD, [{"function": "linear", "args": [], "result": [[7, 3, 12]]}])
     assert trace.mismatch == "linear gave (B, T, GK) where (B, T, D) was expected."
 
 
 def test_calls_that_raised_or_never_happened_are_said_so():
-    trace = compare("l06_multi_head", [{"function": "linear", "args": []}])
+    trace = compare(MULTI_HEAD, [{"function": "linear", "args": []}])
     assert trace.rows[0][3] == "raised an error"
     assert ("concat", "merge_heads", "(B, T, D)", "not called", True) in trace.rows
 

@@ -1,5 +1,6 @@
 """Attention maps as terminal heatmaps (learner, reference and their difference, side by side),
-and shape traces as tables: the pictures that explain an attention bug.
+shape traces as tables, and the figures a lesson asks for (per-head maps over layers, line
+charts, tables of numbers): the pictures that explain an attention bug or a measurement.
 
 Each cell shows its weight as a shade character and, in colour, as a background; without colour
 the shades alone carry it. Flagged rows are marked at the right and listed below.
@@ -14,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from course.engine.figures import Figure, HeadGrid, LineChart, NumberTable
 from course.engine.maps import AttentionMaps
 from course.engine.shapes import ShapeTrace
 
@@ -45,9 +47,15 @@ def heatmap(
 
 
 def maps_screen(maps: AttentionMaps) -> RenderableType:
-    """The whole `course show LESSON --map` screen."""
+    """The whole `course show LESSON --map` screen: the maps, then the lesson's figures."""
+    extra: list[RenderableType] = [figure(f) for f in maps.figures]
+    if maps.figures_problem:
+        extra.append(Text(maps.figures_problem))
+    if maps.reference is None and not maps.problem:
+        return Group(*extra)
     if maps.problem and maps.learner is None:
-        return Group(Text(maps.problem), _legend()) if maps.reference is not None else Text(maps.problem)
+        alone = Group(Text(maps.problem), _legend()) if maps.reference is not None else Text(maps.problem)
+        return Group(alone, *extra) if extra else alone
     assert maps.learner is not None and maps.reference is not None
     parts: list[RenderableType] = [
         Text(
@@ -89,7 +97,7 @@ def maps_screen(maps: AttentionMaps) -> RenderableType:
     else:
         parts.append(Text("Every row sums to 1 and stays within the mask.", style="green"))
     parts.append(_legend())
-    return Group(*parts)
+    return Group(*parts, *extra)
 
 
 def diagnosis(found: AttentionMaps | ShapeTrace) -> RenderableType:
@@ -148,7 +156,88 @@ def shape_trace_table(trace: ShapeTrace) -> RenderableType:
         parts.append(Text(trace.mismatch, style="bold"))
     return Panel(
         Group(*parts),
-        title="Shapes through your code (B=7 T=3 S=5 H=4 K=6 D=24 G=2)",
+        title=f"Shapes through your code ({trace.sizes_text()})",
         title_align="left",
         border_style="dim",
     )
+
+
+def figure(found: Figure) -> RenderableType:
+    """One of the figures a lesson asks for (``course.engine.figures``)."""
+    if isinstance(found, HeadGrid):
+        return head_grid(found)
+    if isinstance(found, LineChart):
+        return line_chart(found)
+    return number_table(found)
+
+
+def _mini(weights: np.ndarray) -> Text:
+    """A small (T, S) map without token labels: two shade characters per weight."""
+    lines = []
+    for row in weights:
+        line = Text()
+        for value in row:
+            line.append_text(
+                _cell(float(value))[1:3] if not np.isnan(value) else Text("!!", style="bold red")
+            )
+        lines.append(line)
+    return Text("\n").join(lines)
+
+
+def head_grid(grid: HeadGrid) -> RenderableType:
+    """Layer by head: each head's small map with its label under it."""
+    table = Table(title=grid.title, box=None, padding=(0, 2, 1, 0), title_justify="left")
+    table.add_column("")
+    for head in range(grid.maps.shape[1]):
+        table.add_column(f"head {head}")
+    for layer in range(grid.maps.shape[0]):
+        cells = [
+            Group(_mini(grid.maps[layer, head]), Text(grid.label(layer, head), style="bold"))
+            for head in range(grid.maps.shape[1])
+        ]
+        table.add_row(Text(f"layer {layer}"), *cells)
+    return Group(table, _legend())
+
+
+MARKERS = "●▲■◆✚"
+
+
+def line_chart(chart: LineChart) -> RenderableType:
+    """The series drawn in text: one column per x value, one row per height step, the highest
+    value on the top row; the y range and each x value are labelled."""
+    values = [v for series in chart.series.values() for v in series if not np.isnan(v)]
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    span = (high - low) or 1.0
+    rows = max(chart.height, 2)
+    ticks = [f"{x:g}" for x in chart.x]
+    width = max([len(t) for t in ticks] + [1]) + 2
+    grid = [[" " * width for _ in chart.x] for _ in range(rows)]
+    for marker, series in zip(MARKERS, chart.series.values(), strict=False):
+        for column, value in enumerate(series[: len(chart.x)]):
+            if not np.isnan(value):
+                row = round((high - value) / span * (rows - 1))
+                grid[row][column] = marker.center(width)
+    edge = max(len(f"{high:.3g}"), len(f"{low:.3g}"))
+    text = Text(f"{chart.title}\n", style="bold")
+    if chart.y_label:
+        text.append(f"{chart.y_label}\n")
+    for row, cells in enumerate(grid):
+        label = f"{high:.3g}" if row == 0 else f"{low:.3g}" if row == rows - 1 else ""
+        text.append(f"{label:>{edge}} │{''.join(cells)}\n")
+    text.append(" " * edge + " └" + "─" * (width * len(chart.x)) + "\n")
+    text.append(" " * (edge + 2) + "".join(t.center(width) for t in ticks) + "\n")
+    if chart.x_label:
+        text.append(" " * (edge + 2) + chart.x_label + "\n")
+    legend = "   ".join(f"{m} {name}" for m, name in zip(MARKERS, chart.series, strict=False))
+    text.append(legend, style="dim")
+    return text
+
+
+def number_table(numbers: NumberTable) -> RenderableType:
+    """The measured numbers, right-aligned, each column in its own format."""
+    table = Table(title=numbers.title, title_justify="left", show_edge=False)
+    for column in numbers.columns:
+        table.add_column(column, justify="right")
+    for row in range(len(numbers.rows)):
+        table.add_row(*[numbers.cell(row, column) for column in range(len(numbers.columns))])
+    return table
