@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 from course.engine.protocol import Opaque
-from course.engine.testing import KnownMistake, check_array, check_scalar, diagnose
+from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale")
+DOUBLED = Mistake("doubled", "doubled")
 
 
 def message_of(actual, expected=EXPECTED, **kwargs):
@@ -53,15 +55,42 @@ def test_a_known_mistake_is_named_and_carried_on_the_exception():
             EXPECTED,
             what="f(x)",
             dims="B T D",
-            mistakes={"the scale is missing": lambda: EXPECTED * 2},
+            mistakes={MISSING: lambda: EXPECTED * 2},
         )
-    assert caught.value.mistake == "the scale is missing"
+    assert caught.value.mistake == MISSING
+    assert (
+        caught.value.mistake.id == "missing-scale" and caught.value.mistake.misconception == "missing-scale"
+    )
     assert "This looks like a known mistake: the scale is missing." in str(caught.value)
 
 
 def test_a_mistake_that_does_not_match_is_not_claimed():
-    assert diagnose(EXPECTED * 3, {"doubled": EXPECTED * 2}) == ""
-    assert "known mistake" not in message_of(EXPECTED * 3, mistakes={"doubled": EXPECTED * 2})
+    assert diagnose(EXPECTED * 3, {DOUBLED: EXPECTED * 2}) is None
+    assert "known mistake" not in message_of(EXPECTED * 3, mistakes={DOUBLED: EXPECTED * 2})
+
+
+def test_a_mistake_named_by_a_bare_sentence_is_a_grader_bug_even_when_the_answer_is_right():
+    with pytest.raises(TypeError, match="keyed by Mistake"):
+        check_array(EXPECTED, EXPECTED, what="f(x)", dims="B T D", mistakes={"doubled": EXPECTED * 2})
+    with pytest.raises(TypeError, match="must be a Mistake"):
+        KnownMistake("f(x) is wrong", "doubled")  # type: ignore[arg-type]
+
+
+def test_a_mistake_id_is_kebab_case_and_its_misconception_is_in_the_registry():
+    with pytest.raises(ValueError, match="kebab-case"):
+        Mistake("Missing Scale", "the scale is missing")
+    with pytest.raises(ValueError, match="does not hold"):
+        Mistake("missing-scale", "the scale is missing", misconception="no-such-misconception")
+
+
+def test_a_mistake_reads_as_its_sentence_and_keeps_its_ids_when_worded_for_a_case():
+    axis = Mistake("wrong-axis", "over axis {axis}", misconception="softmax-wrong-axis")
+    worded = axis.format(axis=0).plus(" (is the axis ignored?)")
+    assert str(worded) == "over axis 0 (is the axis ignored?)" and f"{worded}" == worded.says
+    assert (worded.id, worded.misconception) == ("wrong-axis", "softmax-wrong-axis")
+    both = Mistake.any_of(DOUBLED, MISSING)
+    assert both.says == "doubled; or the scale is missing"
+    assert (both.id, both.misconception) == ("doubled-or-missing-scale", "missing-scale")
 
 
 @pytest.mark.parametrize(

@@ -34,4 +34,4 @@ def test_every_catalog_exercise_has_checks_with_a_status(module):
     for exercise in result["exercises"]:
         assert len(exercise["checks"]) >= 3, exercise["name"]
         for check in exercise["checks"]:
-            assert set(check) == {"name", "status", "message", "mistake", "misconception"}
+            assert set(check) == {"name", "status", "message", "mistake", "misconception", "mistake_id"}

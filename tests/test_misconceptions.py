@@ -1,12 +1,23 @@
-"""Each named misconception, fed through the grader as the classic mistake that shows it, is named
-on the failing check with its one-line fix idea."""
+"""Named misconceptions are tied to classic mistakes by id, never by text.
+
+A grading test declares a mistake as ``Mistake(id, says, misconception=<id>)``; a classic mistake
+in tests/mistakes/<lesson>.toml that shows a misconception says so (``misconception = "<id>"``).
+Every misconception of the registry is shown by some classic mistake, grading that mistake labels
+its failing check with exactly that id (and the fix idea), and every id a grading test or a
+classic mistake names exists in the registry.
+"""
+
+import ast
+from pathlib import Path
 
 import pytest
 
 from course.engine import misconceptions
-from tests.helpers import classic_mistakes, grade_folder, mistaken_source, solutions_with
+from course.engine.results import CheckResult, ExerciseResult, LessonResult
+from tests.helpers import REPO, classic_mistakes, grade_folder, mistaken_source, solutions_with
 
 CASES = classic_mistakes()
+TIED = [(module, mistake) for module, mistake in CASES if "misconception" in mistake]
 
 REGISTRY = misconceptions.load()
 ISSUE_LIST = {
@@ -22,29 +33,89 @@ ISSUE_LIST = {
     "top-left-causal",
     "k-only-cache",
 }
+GRADING_TESTS = sorted((REPO / "tests" / "lessons").glob("test_*.py"))
 
 
 def test_the_registry_holds_every_named_misconception_once():
     ids = [m.id for m in REGISTRY]
     assert len(ids) == len(set(ids)) and ISSUE_LIST <= set(ids)
-    assert all(m.fix and m.matches and "`" not in m.fix for m in REGISTRY)
+    assert all(m.fix and m.name and "`" not in m.fix for m in REGISTRY)
 
 
-@pytest.mark.parametrize("entry", REGISTRY, ids=[m.id for m in REGISTRY])
-def test_the_example_mistake_is_labelled_with_the_misconception_and_its_fix(entry, tmp_path):
-    module, name = entry.example.split("/")
-    mistake = next(m for lesson, m in CASES if lesson == module and m["name"] == name)
+def test_every_misconception_is_shown_by_a_classic_mistake():
+    shown = {mistake["misconception"] for _, mistake in TIED}
+    assert {m.id for m in REGISTRY} <= shown, "no classic mistake in tests/mistakes shows these"
+
+
+@pytest.mark.parametrize(
+    "module, mistake", TIED, ids=[f"{module}/{mistake['name']}" for module, mistake in TIED]
+)
+def test_a_classic_mistake_is_labelled_with_exactly_its_misconception_and_its_fix(module, mistake, tmp_path):
+    entry = misconceptions.find(mistake["misconception"])
+    assert entry is not None, f"{mistake['misconception']!r} is not in course/misconceptions.toml"
     folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
     result = grade_folder(folder, module)
-    labelled = [
-        check
-        for exercise in result["exercises"]
-        for check in exercise["checks"]
-        if check["misconception"] == entry.id
-    ]
+    failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
+    labelled = [check for check in failing if check["misconception"]]
     assert result["status"] != "passed" and labelled, f"no check names {entry.id}"
-    assert f"Fix idea: {entry.fix}" in labelled[0]["message"]
+    assert {check["misconception"] for check in labelled} == {entry.id}
+    for check in labelled:
+        assert check["mistake_id"] and check["mistake"], "a labelled check names its mistake"
+        assert f"This looks like a known mistake: {check['mistake']}." in check["message"]
+        assert f"Misconception: {entry.name}. Fix idea: {entry.fix}" in check["message"]
 
 
-def test_an_unrelated_mistake_is_not_labelled():
-    assert misconceptions.find("the bias b is not added") is None
+def _declared_misconceptions(path: Path) -> list[tuple[int, ast.expr]]:
+    """(line, value) of every ``misconception=`` given to ``Mistake(...)`` in a grading test."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Mistake"
+        ):
+            values = [k.value for k in node.keywords if k.arg == "misconception"]
+            values += node.args[2:3]
+            found += [(node.lineno, value) for value in values]
+    return found
+
+
+def test_every_misconception_a_grading_test_names_is_in_the_registry():
+    known = {m.id for m in REGISTRY}
+    named = set()
+    for path in GRADING_TESTS:
+        for line, value in _declared_misconceptions(path):
+            where = f"{path.relative_to(REPO)}:{line}"
+            assert isinstance(value, ast.Constant) and isinstance(value.value, str), (
+                f"{where}: name the misconception with a string literal, so that it can be checked"
+            )
+            assert value.value in known, f"{where} names the unknown misconception {value.value!r}"
+            named.add(value.value)
+    for module, mistake in TIED:
+        assert mistake["misconception"] in known, f"tests/mistakes/{module}.toml: {mistake['name']}"
+    assert {mistake["misconception"] for _, mistake in TIED} <= named, (
+        "a classic mistake names a misconception that no grading test declares"
+    )
+
+
+def test_an_unknown_misconception_in_a_grading_test_is_found(tmp_path):
+    bad = tmp_path / "test_scratch.py"
+    bad.write_text('OOPS = Mistake("oops", "the scale is missing", misconception="missing-scael")\n')
+    assert [value.value for _, value in _declared_misconceptions(bad)] == ["missing-scael"]
+    assert misconceptions.find("missing-scael") is None
+
+
+def _result(check: CheckResult) -> LessonResult:
+    return LessonResult("l00_scratch", "failed", [ExerciseResult("f", "failed", [check])])
+
+
+def test_label_looks_the_misconception_up_by_id_and_never_reads_the_sentence():
+    by_id = CheckResult("t", "failed", "f(x) is wrong.", mistake="anything at all", misconception="minus-1e9")
+    misconceptions.label(_result(by_id))
+    entry = misconceptions.find("minus-1e9")
+    assert entry is not None and by_id.message.endswith(f"Fix idea: {entry.fix}")
+    by_text = CheckResult("t", "failed", "f(x) is wrong.", mistake="the 1/sqrt(K) factor is missing")
+    misconceptions.label(_result(by_text))
+    assert by_text.misconception == "" and "Misconception" not in by_text.message
+    unknown = CheckResult("t", "failed", "f(x) is wrong.", mistake="x", misconception="no-such-id")
+    misconceptions.label(_result(unknown))
+    assert unknown.misconception == "" and "Misconception" not in unknown.message

@@ -49,6 +49,16 @@ class LearnerError(LearnerProblem):
         self.text = str((info or {}).get("message", ""))
 
 
+class SignatureMismatch(LearnerError):
+    """The learner's ``function`` does not accept the arguments of the call (kind
+    "SignatureMismatch"); ``signature`` is the learner's own, as the worker read it."""
+
+    def __init__(self, message: str, info: dict, function: str) -> None:
+        super().__init__(message, info)
+        self.function = function
+        self.signature = str(info.get("signature", ""))
+
+
 class LearnerTimeout(LearnerProblem):
     """A call or the import took longer than its limit."""
 
@@ -256,6 +266,8 @@ class LearnerModule:
                     origin,
                 )
             return NotStarted(f"{name} still raises NotImplementedError.")
+        if info.get("type") == "SignatureMismatch":  # worded as the TypeError Python raises
+            return SignatureMismatch(f"TypeError: {info.get('message', '')}", info, name)
         if info.get("type") == "MemoryError":
             limit = self.limits.memory_bytes / 1024**3
             return LearnerError(

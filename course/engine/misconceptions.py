@@ -1,5 +1,6 @@
-"""Named misconceptions (``course/misconceptions.toml``): a diagnosed mistake that shows one of
-them gets its id on the check and its one-line fix idea in the message."""
+"""Named misconceptions (``course/misconceptions.toml``): a diagnosed classic mistake that shows
+one of them (a grading test's ``Mistake(..., misconception="<id>")``) gets its fix idea in the
+check's message. Looked up by id only: no sentence written for people is read here."""
 
 from __future__ import annotations
 
@@ -18,29 +19,31 @@ class Misconception:
     id: str
     name: str
     fix: str
-    matches: tuple[str, ...]
-    example: str
 
 
 @lru_cache(maxsize=1)
 def load() -> tuple[Misconception, ...]:
     with open(REGISTRY, "rb") as handle:
         entries = tomllib.load(handle)["misconception"]
-    return tuple(
-        Misconception(e["id"], e["name"], e["fix"], tuple(e["matches"]), e["example"]) for e in entries
-    )
+    return tuple(Misconception(e["id"], e["name"], e["fix"]) for e in entries)
 
 
-def find(mistake: str) -> Misconception | None:
-    """The misconception a diagnosed mistake's description shows, if any."""
-    return next((m for m in load() if any(text in mistake for text in m.matches)), None)
+def ids() -> frozenset[str]:
+    return frozenset(m.id for m in load())
+
+
+def find(misconception_id: str) -> Misconception | None:
+    """The registry's entry of that id, if any."""
+    return next((m for m in load() if m.id == misconception_id), None)
 
 
 def label(result: LessonResult) -> None:
-    """Tag every check whose mistake shows a named misconception, and add its fix idea."""
+    """Add the fix idea to every check whose diagnosed mistake shows a named misconception; an
+    id the registry does not hold is dropped (tests/test_misconceptions.py keeps them known)."""
     for exercise in result.exercises:
         for check in exercise.checks:
-            found = find(check.mistake) if check.mistake else None
-            if found is not None:
-                check.misconception = found.id
-                check.message += f"\nMisconception: {found.name}. Fix idea: {found.fix}"
+            found = find(check.misconception) if check.misconception else None
+            if found is None:
+                check.misconception = ""
+                continue
+            check.message += f"\nMisconception: {found.name}. Fix idea: {found.fix}"

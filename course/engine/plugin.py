@@ -23,7 +23,10 @@ class Record:
     status: str = ERROR
     message: str = "Not run."
     dependency: str = ""  # an earlier lesson module whose stub this check ran into
-    mistake: str = ""  # the named classic mistake the learner's answer reproduces
+    mistake: str = ""  # the named classic mistake the learner's answer reproduces: its sentence
+    mistake_id: str = ""  # ... and its id
+    misconception: str = ""  # the id of the misconception that mistake shows, if any
+    mismatched: str = ""  # a function whose signature did not accept the check's arguments
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -130,6 +133,8 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Record the check and return a lean report: pytest's own would format a full
         traceback for every failure, which costs more than running most checks."""
+        from course.engine.testing import Mistake  # loaded with the grading tests already
+
         record = self.records.get(item.nodeid)
         excinfo = call.excinfo
         skipped = excinfo is not None and excinfo.errisinstance(pytest.skip.Exception)
@@ -138,7 +143,12 @@ class GradingPlugin:
             cause = _unwrap(excinfo.value)
             if isinstance(cause, client.DependencyNotReady):
                 record.dependency = cause.module
-            record.mistake = getattr(cause, "mistake", "")
+            mistake = getattr(cause, "mistake", None)
+            if isinstance(mistake, Mistake):
+                record.mistake, record.mistake_id = mistake.says, mistake.id
+                record.misconception = mistake.misconception
+            if isinstance(cause, client.SignatureMismatch):
+                record.mismatched = cause.function
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:

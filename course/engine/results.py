@@ -15,16 +15,15 @@ ERROR = "error"
 TIMEOUT = "timeout"
 STATUSES = (PASSED, FAILED, NOT_STARTED, ERROR, TIMEOUT)
 
-SCHEMA_VERSION = 1
-
 
 @dataclass
 class CheckResult:
     name: str
     status: str
     message: str = ""
-    mistake: str = ""  # set when the answer reproduces a named classic mistake
+    mistake: str = ""  # set when the answer reproduces a named classic mistake: its sentence
     misconception: str = ""  # the id of the named misconception that mistake shows
+    mistake_id: str = ""  # the id of that classic mistake (data; ``mistake`` is for people)
 
 
 @dataclass
@@ -44,6 +43,7 @@ class LessonResult:
     output: str = ""  # the tail of what the learner's code printed
     uses: list[str] = field(default_factory=list)  # earlier lesson modules this one imported
     notice: str = ""  # about the grading itself, e.g. modified grading tests were replaced
+    untied: list[str] = field(default_factory=list)  # grading tests tied to no known exercise
     duration: float = 0.0
 
     @property
@@ -77,15 +77,21 @@ class LessonResult:
     def from_dict(cls, data: dict) -> LessonResult:
         """Inverse of ``to_dict`` (the warm grader sends results as JSON)."""
         exercises = [
-            ExerciseResult(e["name"], e["status"], [CheckResult(**check) for check in e["checks"]])
+            ExerciseResult(e["name"], e["status"], [_check(check) for check in e["checks"]])
             for e in data["exercises"]
         ]
         fields = {
             k: data[k]
-            for k in ("lesson", "status", "message", "note", "output", "uses", "notice", "duration")
+            for k in ("lesson", "status", "message", "note", "output", "uses", "notice", "untied", "duration")
             if k in data
         }
         return cls(exercises=exercises, **fields)
+
+
+def _check(data: dict) -> CheckResult:
+    """A CheckResult from its JSON, ignoring fields this version does not know."""
+    known = {name for name in CheckResult.__dataclass_fields__}
+    return CheckResult(**{k: v for k, v in data.items() if k in known})
 
 
 def combine(statuses: list[str]) -> str:

@@ -7,9 +7,9 @@ folder, and the grading plugin, which records results as data.
 
 from __future__ import annotations
 
+import ast
 import io
 import os
-import re
 import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
@@ -164,7 +164,6 @@ def grade(
     finally:
         learner.close()
         tests.cleanup()
-    _explain_signatures(lesson, result)
     misconceptions.label(result)
     notices = [_encoding_notice(source_dir / lesson.file_name)]
     if tests.modified:
@@ -181,8 +180,19 @@ def grade(
 def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResult:
     by_exercise: dict[str, list[CheckResult]] = {e.name: [] for e in lesson.exercises}
     strays = []
+    mismatched = any(record.mismatched for record in plugin.records.values())
+    signatures = _skeleton_signatures(lesson) if mismatched else {}
     for record in plugin.records.values():
-        check = CheckResult(record.name, record.status, record.message, record.mistake)
+        check = CheckResult(
+            record.name,
+            record.status,
+            record.message,
+            mistake=record.mistake,
+            misconception=record.misconception,
+            mistake_id=record.mistake_id,
+        )
+        if record.mismatched in signatures:
+            check.message += f"\nThe function must accept: {signatures[record.mismatched]}"
         if record.exercise in by_exercise:
             by_exercise[record.exercise].append(check)
         else:
@@ -192,7 +202,10 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
         for name, checks in by_exercise.items()
     ]
     result = LessonResult(
-        lesson=lesson.module, status=lesson_status([e.status for e in exercises]), exercises=exercises
+        lesson=lesson.module,
+        status=lesson_status([e.status for e in exercises]),
+        exercises=exercises,
+        untied=strays,
     )
     if plugin.collection_errors or strays or not plugin.records:
         result.status = ERROR
@@ -215,14 +228,18 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
     return result
 
 
-def _explain_signatures(lesson: Lesson, result: LessonResult) -> None:
-    """A TypeError about arguments gets the signature the exercise must have."""
-    for exercise in result.exercises:
-        entry = lesson.exercise(exercise.name)
-        signature = re.match(r"\w+\([^)]*\)", entry.summary) if entry else None
-        for check in exercise.checks:
-            if signature and "TypeError" in check.message and "argument" in check.message:
-                check.message += f"\nThe function must accept: {signature.group(0)}"
+def _skeleton_signatures(lesson: Lesson) -> dict[str, str]:
+    """Each top-level function of the pristine skeleton as the learner must write its head
+    (``{"linear": "linear(x, w, b=None)"}``), read from the source, not from any prose."""
+    try:
+        tree = ast.parse(lesson.skeleton.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return {
+        node.name: f"{node.name}({ast.unparse(node.args)})"
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
 def _encoding_notice(path: Path) -> str:

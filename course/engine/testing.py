@@ -4,16 +4,23 @@
 expected one and, when they differ, explains how: the shape in dimension letters, the dtype, the
 size of the error, NaNs, a small slice, and, when the answer matches a known wrong variant that the
 test supplies (``mistakes``), the name of that mistake.
+
+A classic mistake is a ``Mistake``: an id (data, stable, what the JSON and the misconception
+registry refer to), the sentence a learner reads (``says``), and optionally the id of the named
+misconception it shows (``course/misconceptions.toml``). Nothing downstream reads the sentence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from course.engine import misconceptions
 from course.engine.protocol import Opaque
 
 exercise = pytest.mark.exercise
@@ -39,20 +46,71 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
 except ImportError:  # pragma: no cover
     settings = None  # type: ignore[assignment, misc]
 
-Mistakes = Mapping[str, Any]
 GRADING_SEED = 20170612  # the day "Attention Is All You Need" appeared
+_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A classic mistake a grading test can recognise.
+
+    ``id`` names it as data (kebab-case, unique within its lesson; the JSON's ``mistake_id``);
+    ``says`` is the sentence the learner reads; ``misconception`` is the id of the named
+    misconception it shows, if any (an id of ``course/misconceptions.toml``; the JSON's
+    ``misconception``). ``str(mistake)`` is its sentence, so messages can embed it.
+    """
+
+    id: str
+    says: str
+    misconception: str = ""
+
+    def __post_init__(self) -> None:
+        for value in (self.id, self.misconception or "x"):
+            if not _ID.fullmatch(value):
+                raise ValueError(f"grader bug: {value!r} is not a kebab-case id")
+        if self.misconception and self.misconception not in misconceptions.ids():
+            raise ValueError(
+                f"grader bug: mistake {self.id!r} names the misconception {self.misconception!r}, "
+                "which course/misconceptions.toml does not hold"
+            )
+
+    def __str__(self) -> str:
+        return self.says
+
+    def format(self, **fields: Any) -> Mistake:
+        """The same mistake, its sentence filled in (``says`` may hold ``{axis}`` and the like)."""
+        return replace(self, says=self.says.format(**fields))
+
+    def plus(self, more: str) -> Mistake:
+        """The same mistake, its sentence extended by ``more``."""
+        return replace(self, says=self.says + more)
+
+    @classmethod
+    def any_of(cls, *mistakes: Mistake, joined: str = "; or ") -> Mistake:
+        """Several mistakes that give the same answer: their ids and sentences joined, the first
+        misconception any of them shows."""
+        return cls(
+            "-or-".join(m.id for m in mistakes),
+            joined.join(m.says for m in mistakes),
+            next((m.misconception for m in mistakes if m.misconception), ""),
+        )
+
+
+Mistakes = Mapping[Mistake, Any]
 
 
 class KnownMistake(AssertionError):
     """A failed check whose answer matches a named classic mistake (``mistake``)."""
 
-    def __init__(self, message: str, mistake: str) -> None:
+    def __init__(self, message: str, mistake: Mistake) -> None:
+        if not isinstance(mistake, Mistake):
+            raise TypeError(f"grader bug: a known mistake must be a Mistake, not {mistake!r}")
         super().__init__(message)
         self.mistake = mistake
 
 
-def _fail(message: str, mistake: str) -> AssertionError:
-    if mistake:
+def _fail(message: str, mistake: Mistake | None) -> AssertionError:
+    if mistake is not None:
         return KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
     return AssertionError(message)
 
@@ -106,22 +164,34 @@ def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bo
         )
 
 
-def diagnose(actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: float = 1e-9) -> str:
-    """The name of the first known mistake that ``actual`` reproduces, or ''.
+def _declared(mistakes: Mistakes | None) -> None:
+    """Every key of ``mistakes`` is a Mistake: checked on every call, so a grading test that
+    names a mistake by a bare sentence fails when the solutions are graded, not only when a
+    learner happens to make that mistake."""
+    for mistake in mistakes or ():
+        if not isinstance(mistake, Mistake):
+            raise TypeError(f"grader bug: mistakes must be keyed by Mistake, not {mistake!r}")
 
-    ``mistakes`` maps a description of the mistake to the array it produces (or a callable that
-    computes it, so costly variants are only computed when the answer is wrong).
+
+def diagnose(
+    actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: float = 1e-9
+) -> Mistake | None:
+    """The first known mistake that ``actual`` reproduces, or None.
+
+    ``mistakes`` maps each Mistake to the array it produces (or a callable that computes it, so
+    costly variants are only computed when the answer is wrong).
     """
+    _declared(mistakes)
     if not mistakes or not isinstance(actual, np.ndarray):
-        return ""
-    for name, variant in mistakes.items():
+        return None
+    for mistake, variant in mistakes.items():
         try:
             value = variant() if callable(variant) else variant
         except Exception:  # noqa: BLE001 - a variant that cannot be formed simply does not match
             continue
         if _matches(actual, value, rtol, atol):
-            return name
-    return ""
+            return mistake
+    return None
 
 
 def check_array(
@@ -140,6 +210,7 @@ def check_array(
     ``what`` names the call (``"linear(x, w, b)"``); ``dims`` gives the expected axes as
     letters (``"B T D"``); ``dtype`` is the dtype the answer must have (default: expected's).
     """
+    _declared(mistakes)
     expected = np.asarray(expected)
     letters = tuple(dims.split())
     assert len(letters) == expected.ndim, "grader bug: dims and expected disagree"
@@ -243,13 +314,3 @@ def check_scalar(actual: Any, expected: float, *, what: str, rtol: float = 1e-9)
         raise AssertionError(f"{what} returned {_type_name(actual)}; expected the number {expected}.")
     if not np.isclose(float(actual), float(expected), rtol=rtol, atol=0):
         raise AssertionError(f"{what} returned {actual}; expected {expected}.")
-
-
-def random_array(
-    rng: np.random.Generator, shape: tuple[int, ...], dtype: Any = np.float64, scale: float = 1.0
-) -> np.ndarray:
-    """Standard-normal test data in the requested dtype."""
-    return (rng.standard_normal(shape) * scale).astype(dtype)
-
-
-Variant = Callable[[], Any]

@@ -143,6 +143,49 @@ def _record_lesson_calls(module: Any, source_dir: Path, trace: list[dict]) -> li
     return undo
 
 
+def _mismatch(function: Any, args: tuple, kwargs: dict) -> dict | None:
+    """Why ``function``'s signature cannot take these arguments, found without running it (a
+    "SignatureMismatch" error with the learner's signature as data), or None when it can."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # no signature to read: the call itself will tell
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+        return None
+    except TypeError as exc:
+        complaint = str(exc)
+    # Python's own words for this call ("linear() takes 2 positional arguments but 3 were
+    # given"), from an empty function of the same signature: names and kinds only, no defaults'
+    # values or annotations, so nothing of the learner's is evaluated.
+    empty = inspect.Parameter.empty
+    bare = signature.replace(
+        parameters=[
+            p.replace(annotation=empty, default=empty if p.default is empty else None)
+            for p in signature.parameters.values()
+        ],
+        return_annotation=empty,
+    )
+    namespace: dict[str, Any] = {}
+    try:
+        exec(f"def stand_in{bare}:\n    pass\n", namespace)  # noqa: S102 - built from identifiers
+        stand_in = namespace["stand_in"]
+        qualname = getattr(function, "__qualname__", None)
+        stand_in.__qualname__ = qualname if isinstance(qualname, str) else "function"
+        stand_in(*args, **kwargs)
+    except TypeError as exc:
+        complaint = str(exc)
+    except Exception:  # noqa: BLE001 - keep inspect's words
+        pass
+    return {
+        "type": "SignatureMismatch",
+        "message": complaint[:2000],
+        "signature": str(bare)[:500],
+        "frames": [],
+        "origin": None,
+    }
+
+
 def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
     name = header.get("function", "")
     function = getattr(module, name, None)
@@ -168,7 +211,9 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     trace: list[dict] = []
     unwrap = _record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
     try:
-        result = function(*args, **kwargs)
+        # Reading a signature may run the learner's code too (a __signature__ property).
+        mismatch = _mismatch(function, args, kwargs)
+        result = None if mismatch else function(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
         _restore_builtins()
         for undo in unwrap:
@@ -177,6 +222,8 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     _restore_builtins()
     for undo in unwrap:
         undo()
+    if mismatch:
+        return {"ok": False, "error": mismatch, "trace": trace}, []
     if inspect.isgenerator(result):
         return {
             "ok": False,

@@ -29,7 +29,6 @@ UPDATE_MANIFEST = "python tools/update_grading_manifest.py"
 TREES = ("lessons", "solutions", "tests/lessons", "tests/mistakes")
 ALLOWED = {"tests/lessons": {"fixtures"}}  # besides __pycache__, which is ignored everywhere
 _TODO_STEP = re.compile(r"^\s*1\.\s+\S", re.MULTILINE)
-_UNTIED = re.compile(r"Tests without a known exercise: (.*?)\.(?:\n|$)")
 
 
 @dataclass(frozen=True)
@@ -311,7 +310,7 @@ def _grade(lesson: Lesson, folder: Path, test_file: Path) -> LessonResult:
 def skeleton_grade_problems(lesson: Lesson, folder: Path, test_file: Path, where: str) -> list[Problem]:
     """The fresh skeleton grades "not-started" in every single check."""
     result = _grade(lesson, folder, test_file)
-    if result.message and _UNTIED.search(result.message) is None:
+    if result.message and not result.untied:
         return [
             Problem("skeleton-error", where, f"Grading the skeleton failed: {_first_line(result.message)}")
         ]
@@ -339,14 +338,13 @@ def solution_grade_problems(
 ) -> list[Problem]:
     """The solution passes every check, and every grading test belongs to an exercise."""
     result = _grade(lesson, folder, test_file)
-    untied = _UNTIED.search(result.message)
-    if untied:
+    if result.untied:
         return [
             Problem(
                 "untied-test",
                 tests_where,
                 f"Tests without an @exercise marker naming "
-                f"an exercise of {lesson.module} in the catalog: {untied.group(1)}.",
+                f"an exercise of {lesson.module} in the catalog: {', '.join(result.untied)}.",
             )
         ]
     problems = [

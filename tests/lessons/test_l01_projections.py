@@ -8,9 +8,37 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import check_array, check_not_modified, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, exercise
 
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
+
+# ---------------------------------------------------------------- classic mistakes, by name
+W_TRANSPOSED = Mistake("w-transposed", "w.T was used instead of w")
+W_TRANSPOSED_SQUARE = Mistake(
+    "w-transposed", "w.T was used instead of w (weights are stored (d_in, d_out) and applied as x @ w)"
+)
+NO_BIAS = Mistake("no-bias", "the bias b is not added")
+HEADS_REVERSED = Mistake("heads-reversed", "the heads come out in reverse order")
+HEAD_REVERSED = Mistake("heads-reversed", "head {h} holds head {other}'s projection: reversed order")
+RESHAPE_NO_TRANSPOSE = Mistake(
+    "reshape-without-transpose",
+    "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
+    "without a transpose, so positions and heads got mixed",
+    misconception="reshape-without-transpose",
+)
+FUSE_NO_MOVE = Mistake("fuse-without-moving-heads", "w_heads was reshaped without moving the head axis first")
+FUSE_NO_MOVE_ROWS = FUSE_NO_MOVE.plus(", so rows of different heads got mixed")
+FUSE_INTERLEAVED = Mistake(
+    "interleaved-heads",
+    "the heads are interleaved (head h in columns h, h+H, ...) instead "
+    "of in the block h*K:(h+1)*K: move the head axis next to K, not "
+    "after it",
+    misconception="interleaved-heads",
+)
+FUSE_ROWS = Mistake(
+    "heads-stacked-along-rows",
+    "the heads were stacked along the rows (axis 0) instead of side by side along the columns",
+)
 
 
 def rng(seed=0):
@@ -53,7 +81,7 @@ class TestLinear:
             linear_loop(x, w, b),
             what="linear(x, w, b)",
             dims="B T D_out",
-            mistakes={"w.T was used instead of w": lambda: x @ w.T + b},
+            mistakes={W_TRANSPOSED: lambda: x @ w.T + b},
         )
 
     def test_linear_small_case_by_hand(self, lesson):
@@ -66,7 +94,7 @@ class TestLinear:
             np.array([[11.0, 22.0, 38.0]]),
             what="linear([[1, 2]], w, b)",
             dims="T D_out",
-            mistakes={"the bias b is not added": np.array([[1.0, 2.0, 8.0]])},
+            mistakes={NO_BIAS: np.array([[1.0, 2.0, 8.0]])},
         )
 
     def test_linear_adds_the_bias(self, lesson):
@@ -77,7 +105,7 @@ class TestLinear:
             linear_loop(x, w, b),
             what="linear(x, w, b)",
             dims="B T D_out",
-            mistakes={"the bias b is not added": x @ w},
+            mistakes={NO_BIAS: x @ w},
         )
 
     def test_linear_uses_w_as_stored_not_transposed(self, lesson):
@@ -88,9 +116,7 @@ class TestLinear:
             linear_loop(x, w),
             what="linear(x, w) with a square w",
             dims="B T D",
-            mistakes={
-                "w.T was used instead of w (weights are stored (d_in, d_out) and applied as x @ w)": x @ w.T
-            },
+            mistakes={W_TRANSPOSED_SQUARE: x @ w.T},
         )
 
     def test_linear_without_bias(self, lesson):
@@ -151,11 +177,8 @@ class TestHeadProjections:
             what="head_projections(x, w_heads)",
             dims="B H T K",
             mistakes={
-                "the heads come out in reverse order": lambda: heads_loop(x, w_heads)[:, ::-1],
-                "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
-                "without a transpose, so positions and heads got mixed": lambda: (x @ fused).reshape(
-                    B, H, T, K
-                ),
+                HEADS_REVERSED: lambda: heads_loop(x, w_heads)[:, ::-1],
+                RESHAPE_NO_TRANSPOSE: lambda: (x @ fused).reshape(B, H, T, K),
             },
         )
 
@@ -168,7 +191,7 @@ class TestHeadProjections:
             expected,
             what="head_projections(x=[[[1, 2]]], w_heads picking one feature each)",
             dims="B H T K",
-            mistakes={"the heads come out in reverse order": expected[:, ::-1]},
+            mistakes={HEADS_REVERSED: expected[:, ::-1]},
         )
 
     def test_head_h_is_x_times_its_own_weight(self, lesson):
@@ -182,9 +205,7 @@ class TestHeadProjections:
                 x @ w_heads[h],
                 what=f"head_projections(x, w_heads)[:, {h}]",
                 dims="B T K",
-                mistakes={
-                    f"head {h} holds head {H - 1 - h}'s projection: reversed order": x @ w_heads[H - 1 - h]
-                },
+                mistakes={HEAD_REVERSED.format(h=h, other=H - 1 - h): x @ w_heads[H - 1 - h]},
             )
 
     def test_head_projections_keeps_float32_and_inputs(self, lesson):
@@ -233,13 +254,9 @@ class TestFuseHeadWeights:
             what="fuse_head_weights(w_heads)",
             dims="D HK",
             mistakes={
-                "w_heads was reshaped without moving the head axis first, so rows "
-                "of different heads got mixed": lambda: w_heads.reshape(D, H * K),
-                "the heads are interleaved (head h in columns h, h+H, ...) instead "
-                "of in the block h*K:(h+1)*K: move the head axis next to K, not "
-                "after it": lambda: np.transpose(w_heads, (1, 2, 0)).reshape(D, H * K),
-                "the heads were stacked along the rows (axis 0) instead of side by "
-                "side along the columns": lambda: np.concatenate(list(w_heads), 0),
+                FUSE_NO_MOVE_ROWS: lambda: w_heads.reshape(D, H * K),
+                FUSE_INTERLEAVED: lambda: np.transpose(w_heads, (1, 2, 0)).reshape(D, H * K),
+                FUSE_ROWS: lambda: np.concatenate(list(w_heads), 0),
             },
         )
 
@@ -251,9 +268,7 @@ class TestFuseHeadWeights:
             expected,
             what="fuse_head_weights(w_heads) with heads [[1], [2]] and [[3], [4]]",
             dims="D HK",
-            mistakes={
-                "w_heads was reshaped without moving the head axis first": np.array([[1.0, 2.0], [3.0, 4.0]])
-            },
+            mistakes={FUSE_NO_MOVE: np.array([[1.0, 2.0], [3.0, 4.0]])},
         )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):

@@ -13,7 +13,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, check_array, check_not_modified, diagnose, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_not_modified, diagnose, exercise
 
 B, H, T, S = 2, 4, 3, 5
 INF = np.inf
@@ -51,45 +51,63 @@ def logsumexp_loop(x, axis=-1):
 
 
 # ---------------------------------------------------------------- known mistakes
-NO_MAX = (
+NO_MAX = Mistake(
+    "no-max",
     "np.exp(x) was taken without subtracting the maximum first, so it overflowed to inf "
-    "(float64 overflows above x = 709, float32 already above x = 88.7) and inf / inf = NaN"
+    "(float64 overflows above x = 709, float32 already above x = 88.7) and inf / inf = NaN",
 )
-NO_MAX_GUARDED = (
+NO_MAX_GUARDED = Mistake(
+    "no-max-guarded",
     "np.exp(x) was taken without subtracting the maximum first, so it overflowed "
     "to inf or underflowed to 0 (float64: above x = 709 or below -745; float32: "
-    "already above 88.7 or below -103)"
+    "already above 88.7 or below -103)",
 )
-MEAN = (
+MEAN = Mistake(
+    "mean",
     "the mean was subtracted instead of the maximum: x - mean can still be hundreds above 0, "
-    "and exp overflowed"
+    "and exp overflowed",
 )
-LSE_NO_MAX = (
+LSE_NO_MAX = Mistake(
+    "lse-no-max",
     "np.log(np.sum(np.exp(x))) was computed without taking the maximum out first, so "
-    "exp overflowed to inf or underflowed to 0 (use m + log(sum(exp(x - m))))"
+    "exp overflowed to inf or underflowed to 0 (use m + log(sum(exp(x - m))))",
 )
-LSE_KEEPDIMS = (
+LSE_KEEPDIMS = Mistake(
+    "lse-keepdims",
     "the axis was kept (keepdims=True): logsumexp reduces it away, as np.sum does; "
-    "drop it at the end with np.squeeze(out, axis)"
+    "drop it at the end with np.squeeze(out, axis)",
 )
-LSE_LOST_AXIS = (
+LSE_LOST_AXIS = Mistake(
+    "lse-lost-axis",
     "the maximum (kept with keepdims=True) was added to a sum that had already lost "
-    "the axis, so the two broadcast into a table, e.g. (T,) + (T, 1) -> (T, T)"
+    "the axis, so the two broadcast into a table, e.g. (T,) + (T, 1) -> (T, T)",
 )
-MASKED_NAN = (
+MASKED_NAN = Mistake(
+    "masked-nan",
     "a row of all -inf (every key masked) came out NaN; it must be all zeros: replace "
-    "a -inf maximum by 0 before subtracting, and divide only where the sum is > 0"
+    "a -inf maximum by 0 before subtracting, and divide only where the sum is > 0",
 )
-LSE_MASKED_NAN = (
+LSE_MASKED_NAN = Mistake(
+    "lse-masked-nan",
     "a row of all -inf came out NaN; its logsumexp is -inf: replace a -inf maximum "
-    "by 0 before subtracting (log(0) = -inf then gives the right answer)"
+    "by 0 before subtracting (log(0) = -inf then gives the right answer)",
 )
-IN_PLACE = "the input was modified in place (x -= m or np.exp(x, out=x))"
-FLOAT64 = "the float32 input came back as float64: an astype, dtype=float or np.float64 somewhere promoted it"
-LOST_AXIS = (
+IN_PLACE = Mistake(
+    "in-place",
+    "the input was modified in place (x -= m or np.exp(x, out=x))",
+)
+FLOAT64 = Mistake(
+    "float64",
+    "the float32 input came back as float64: an astype, dtype=float or np.float64 somewhere promoted it",
+)
+SOFTMAX_WRONG_AXIS = Mistake("softmax-wrong-axis", "softmax normalised along the wrong axis ({which})")
+LSE_WRONG_AXIS = Mistake("logsumexp-wrong-axis", "logsumexp reduced the wrong axis ({which})")
+BROADCAST = Mistake("keepdims-missing", "{what}, so it broadcast against the wrong axis of x")
+LOST_AXIS = Mistake(
+    "lost-axis",
     "a maximum or a sum lost its axis (taken without keepdims=True, or put back in the "
     "wrong place with [..., None]), so it no longer lines up with x along that axis; "
-    "keep the axis with keepdims=True while computing"
+    "keep the axis with keepdims=True while computing",
 )
 
 
@@ -129,9 +147,10 @@ def wrong_axis_mistakes(x, axis=-1):
     for other in range(x.ndim):
         if other != _axis(x, axis):
             ignored = " (is the axis argument ignored?)" if other == x.ndim - 1 else ""
-            mistakes[
-                f"softmax normalised along the wrong axis (axis {other} instead of axis {axis}){ignored}"
-            ] = lambda other=other: softmax_loop(x, other)
+            which = f"axis {other} instead of axis {axis}"
+            mistakes[SOFTMAX_WRONG_AXIS.format(which=which).plus(ignored)] = lambda other=other: softmax_loop(
+                x, other
+            )
     return mistakes
 
 
@@ -166,8 +185,8 @@ def keepdims_mistakes(x, axis):
             parts.append(f"the maximum was taken {how[max_mode]}")
         if sum_mode != "keep":
             parts.append(f"the sum was taken {how[sum_mode]}")
-        mistakes[" and ".join(parts) + ", so it broadcast against the wrong axis of x"] = (
-            lambda a=max_mode, b=sum_mode: broadcast_variant(x, axis, a, b)
+        mistakes[BROADCAST.format(what=" and ".join(parts))] = lambda a=max_mode, b=sum_mode: (
+            broadcast_variant(x, axis, a, b)
         )
     return mistakes
 
@@ -198,8 +217,9 @@ def logsumexp_mistakes(x, axis=-1):
     for other in range(x.ndim):
         if other != _axis(x, axis):
             ignored = " (is the axis argument ignored?)" if other == x.ndim - 1 else ""
-            mistakes[f"logsumexp reduced the wrong axis (axis {other} instead of axis {axis}){ignored}"] = (
-                lambda other=other: logsumexp_loop(x, other)
+            which = f"axis {other} instead of axis {axis}"
+            mistakes[LSE_WRONG_AXIS.format(which=which).plus(ignored)] = lambda other=other: logsumexp_loop(
+                x, other
             )
     return mistakes
 
@@ -344,8 +364,9 @@ class TestSoftmax:
             what="softmax(log([[1, 3], [2, 2]]))",
             dims="T S",
             mistakes={
-                "softmax normalised along the wrong axis (the columns, axis "
-                "0, instead of the rows, axis -1)": by_column,
+                SOFTMAX_WRONG_AXIS.format(
+                    which="the columns, axis 0, instead of the rows, axis -1"
+                ): by_column,
                 **softmax_mistakes(x),
             },
         )
@@ -359,7 +380,7 @@ class TestSoftmax:
             what="softmax(all 7.0)",
             dims="T S",
             mistakes={
-                "softmax normalised along the wrong axis (axis 0 instead of axis -1)": np.full((T, S), 1 / T),
+                SOFTMAX_WRONG_AXIS.format(which="axis 0 instead of axis -1"): np.full((T, S), 1 / T),
                 **softmax_mistakes(x),
             },
         )
@@ -607,8 +628,9 @@ class TestLogsumexp:
             dims="T",
             mistakes={
                 LSE_KEEPDIMS: np.log([[4.0], [8.0]]),
-                "logsumexp reduced the wrong axis (the columns, axis 0, instead of the "
-                "rows, axis -1)": np.log([3.0, 9.0]),
+                LSE_WRONG_AXIS.format(which="the columns, axis 0, instead of the rows, axis -1"): np.log(
+                    [3.0, 9.0]
+                ),
                 **lse_mistakes(x),
             },
         )

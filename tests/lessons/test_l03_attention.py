@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
 
@@ -64,83 +64,123 @@ def fully_masked(mask, shape):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-MISSING_SCALE = "the scores are not scaled: the 1/sqrt(K) factor is missing"
-SCALE_ONE_OVER_K = "the scores are scaled by 1/K instead of 1/sqrt(K)"
-SCALE_SQRT_D = (
+MISSING_SCALE = Mistake(
+    "missing-scale",
+    "the scores are not scaled: the 1/sqrt(K) factor is missing",
+    misconception="missing-scale",
+)
+SCALE_ONE_OVER_K = Mistake(
+    "scale-one-over-k", "the scores are scaled by 1/K instead of 1/sqrt(K)", misconception="scale-one-over-k"
+)
+SCALE_SQRT_D = Mistake(
+    "scale-sqrt-d",
     "the scores are scaled by 1/sqrt(D), D = H*K the model width, instead of "
-    "1/sqrt(K) with K = q.shape[-1] the head width"
+    "1/sqrt(K) with K = q.shape[-1] the head width",
 )
-SCALE_SQRT_S = (
-    "the scores are scaled by 1/sqrt(S), S the number of keys, instead of 1/sqrt(K) with K = q.shape[-1]"
+SCALE_SQRT_S = Mistake(
+    "scale-sqrt-s",
+    "the scores are scaled by 1/sqrt(S), S the number of keys, instead of 1/sqrt(K) with K = q.shape[-1]",
 )
-SCALE_SQRT_T = (
-    "the scores are scaled by 1/sqrt(T), T the number of queries, instead of 1/sqrt(K) with K = q.shape[-1]"
+SCALE_SQRT_T = Mistake(
+    "scale-sqrt-t",
+    "the scores are scaled by 1/sqrt(T), T the number of queries, instead of 1/sqrt(K) with K = q.shape[-1]",
 )
-SCALE_SQRT_H = (
-    "the scores are scaled by 1/sqrt(H), H the number of heads, instead of 1/sqrt(K) with K = q.shape[-1]"
+SCALE_SQRT_H = Mistake(
+    "scale-sqrt-h",
+    "the scores are scaled by 1/sqrt(H), H the number of heads, instead of 1/sqrt(K) with K = q.shape[-1]",
 )
-SCALE_IGNORED = (
-    "the scale argument was ignored: the default 1/sqrt(K) was used instead of the scale passed in"
+SCALE_IGNORED = Mistake(
+    "scale-ignored",
+    "the scale argument was ignored: the default 1/sqrt(K) was used instead of the scale passed in",
 )
-SCALE_NOT_PASSED = (
+SCALE_NOT_PASSED = Mistake(
+    "scale-not-passed",
     "the scale argument was ignored or not passed on to attention_scores: the "
-    "default 1/sqrt(K) was used instead of the scale passed in"
+    "default 1/sqrt(K) was used instead of the scale passed in",
 )
-SCALE_ZERO = (
+SCALE_ZERO = Mistake(
+    "scale-zero",
     "scale=0.0 was treated as if no scale was given (`scale or ...` or `if not scale`): "
-    "test `scale is None` instead"
+    "test `scale is None` instead",
 )
-NO_TRANSPOSE = (
-    "k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with np.swapaxes(k, -1, -2))"
+NO_TRANSPOSE = Mistake(
+    "no-transpose",
+    "k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with np.swapaxes(k, -1, -2))",
 )
-PROMOTED = (
+PROMOTED = Mistake(
+    "promoted",
     "float32 came back as float64: in numpy 2 multiplying by a numpy float64 such as "
     "1 / np.sqrt(K) promotes float32 arrays; use math.sqrt (a Python float) or cast back "
-    "with .astype(q.dtype)"
+    "with .astype(q.dtype)",
 )
-MASK_FLIPPED = (
+MASK_FLIPPED = Mistake(
+    "mask-flipped",
     "mask polarity flipped: True was treated as blocked, but True means may attend "
-    "(put -inf where the mask is False)"
+    "(put -inf where the mask is False)",
+    misconception="mask-polarity",
 )
-MASK_AFTER = (
+MASK_AFTER = Mistake(
+    "mask-after-softmax",
     "the mask was applied after the softmax (weights zeroed instead of scores set to "
-    "-inf), so the rows no longer sum to 1"
+    "-inf), so the rows no longer sum to 1",
+    misconception="mask-after-softmax",
 )
-MASK_MULTIPLIED = (
-    "masked scores were set to 0 (scores * mask) instead of -inf, so blocked keys still get weight"
+MASK_MULTIPLIED = Mistake(
+    "mask-multiplied",
+    "masked scores were set to 0 (scores * mask) instead of -inf, so blocked keys still get weight",
 )
-MASK_IGNORED = "the mask was ignored"
-MASK_1E9 = (
+MASK_IGNORED = Mistake(
+    "mask-ignored",
+    "the mask was ignored",
+)
+MASK_1E9 = Mistake(
+    "mask-minus-1e9",
     "the masked scores were set to a large negative number like -1e9 instead of -inf: a "
-    "fully masked row then gets uniform weights 1/S instead of all zeros"
+    "fully masked row then gets uniform weights 1/S instead of all zeros",
+    misconception="minus-1e9",
 )
-FULLY_MASKED_SUM_TO_ONE = (
+FULLY_MASKED_SUM_TO_ONE = Mistake(
+    "fully-masked-sum-to-one",
     "fully masked rows got weights that sum to 1 instead of all zeros: the "
     "masked scores were set to a large negative number like -1e9 (or to 0) "
-    "instead of -inf, or the mask was ignored or flipped"
+    "instead of -inf, or the mask was ignored or flipped",
+    misconception="minus-1e9",
 )
-FULLY_MASKED_UNIFORM = (
+FULLY_MASKED_UNIFORM = Mistake(
+    "fully-masked-uniform",
     "a fully masked row got uniform weights 1/S instead of all zeros: the masked "
     "scores were set to a large negative number like -1e9 (or to 0) instead of "
-    "-inf, or the mask was ignored or flipped"
+    "-inf, or the mask was ignored or flipped",
+    misconception="minus-1e9",
 )
-NAN_ROW = (
+NAN_ROW = Mistake(
+    "nan-row",
     "a fully masked query row came out as NaN instead of all zeros (-inf - max = NaN when "
-    "the max is -inf too; lesson 2's softmax returns zeros for an all -inf row)"
+    "the max is -inf too; lesson 2's softmax returns zeros for an all -inf row)",
 )
-WRONG_AXIS = (
+WRONG_AXIS = Mistake(
+    "softmax-wrong-axis",
     "the softmax was taken over the wrong axis: over axis {axis} ({letter}) instead of "
-    "the last axis (S, the keys)"
+    "the last axis (S, the keys)",
+    misconception="softmax-wrong-axis",
 )
-WEIGHTS_ARE_SCORES = "the second result holds the scores (before the softmax) instead of the weights"
-WEIGHTS_UNNORMALISED = (
-    "the weights are not normalised: exp(scores) was returned without dividing by the row sum"
+WEIGHTS_ARE_SCORES = Mistake(
+    "weights-are-scores",
+    "the second result holds the scores (before the softmax) instead of the weights",
 )
-OUT_UNMASKED = (
+WEIGHTS_UNNORMALISED = Mistake(
+    "weights-unnormalised",
+    "the weights are not normalised: exp(scores) was returned without dividing by the row sum",
+)
+OUT_UNMASKED = Mistake(
+    "out-unmasked",
     "out was computed from the unmasked weights: the mask must shape out as well as "
-    "the weights (out = masked weights @ v)"
+    "the weights (out = masked weights @ v)",
 )
-SWAPPED_RESULTS = "out and weights are returned in the wrong order: return out, weights"
+SWAPPED_RESULTS = Mistake(
+    "swapped-results",
+    "out and weights are returned in the wrong order: return out, weights",
+)
 
 
 def _softmax(x, axis=-1):
@@ -245,7 +285,9 @@ def attention_mistakes(q, k, v, mask=None, scale=None, part=1, dims="B T S"):
     if part == 1:
         mistakes[WEIGHTS_ARE_SCORES] = named(returned="scores")
         mistakes[WEIGHTS_UNNORMALISED] = named(returned="exp")
-        mistakes[WEIGHTS_UNNORMALISED + " (after subtracting the row maximum)"] = named(returned="exp-max")
+        mistakes[WEIGHTS_UNNORMALISED.plus(" (after subtracting the row maximum)")] = named(
+            returned="exp-max"
+        )
         mistakes[SWAPPED_RESULTS] = lambda: variant(*args)[0]
     else:
         mistakes[SWAPPED_RESULTS] = lambda: variant(*args)[1]

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, check_array, check_not_modified, diagnose, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_not_modified, diagnose, exercise
 
 B, T, S = 3, 4, 7
 
@@ -53,51 +53,74 @@ def combine_loop(*masks):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-TOP_LEFT = (
+TOP_LEFT = Mistake(
+    "causal-top-left",
     "the causal mask is aligned top-left (query i sees keys j <= i, like PyTorch's "
     "is_causal=True) instead of bottom-right (j <= i + (S - T)): with a KV cache the T new "
-    "queries are the LAST T of the S positions"
+    "queries are the LAST T of the S positions",
+    misconception="top-left-causal",
 )
-WRONG_OFFSET = "the offset has the wrong sign: use j <= i + (S - T), not j <= i + (T - S)"
-CAUSAL_FLIPPED = (
+WRONG_OFFSET = Mistake(
+    "wrong-offset",
+    "the offset has the wrong sign: use j <= i + (S - T), not j <= i + (T - S)",
+)
+CAUSAL_FLIPPED = Mistake(
+    "causal-flipped",
     "mask polarity reversed: True must mean may attend (the past and the query's own "
-    "position), False the future keys"
+    "position), False the future keys",
 )
-DIAGONAL = (
+DIAGONAL = Mistake(
+    "diagonal",
     "off by one: the diagonal is excluded (j < i + (S - T) instead of <=), so a query may "
-    "not attend its own position"
+    "not attend its own position",
 )
-DIAGONAL_EXTRA = (
-    "off by one: each query also sees the next position (j <= i + (S - T) + 1), one key of the future"
+DIAGONAL_EXTRA = Mistake(
+    "diagonal-extra",
+    "off by one: each query also sees the next position (j <= i + (S - T) + 1), one key of the future",
 )
-TRANSPOSED = (
+TRANSPOSED = Mistake(
+    "transposed",
     "the mask is transposed: rows must be queries and columns keys, and query i sees "
-    "the keys at or BEFORE its position (the lower triangle)"
+    "the keys at or BEFORE its position (the lower triangle)",
 )
-PADDING_2D = (
+PADDING_2D = Mistake(
+    "padding-2d",
     "the query axis is missing: (B, S) instead of (B, 1, S). Against (B, T, S) scores a "
-    "(B, S) mask lines its B axis up with T; insert the axis with [:, None, :]"
+    "(B, S) mask lines its B axis up with T; insert the axis with [:, None, :]",
 )
-PADDING_LAST = "the query axis is in the wrong place: (B, S, 1) instead of (B, 1, S)"
-PADDING_LE = (
+PADDING_LAST = Mistake(
+    "padding-last",
+    "the query axis is in the wrong place: (B, S, 1) instead of (B, 1, S)",
+)
+PADDING_LE = Mistake(
+    "padding-le",
     "off by one: j <= lengths[b] lets one padding key through; a sequence of length L "
-    "owns keys 0..L-1, so use j < lengths[b]"
+    "owns keys 0..L-1, so use j < lengths[b]",
 )
-PADDING_FLIPPED = (
+PADDING_FLIPPED = Mistake(
+    "padding-flipped",
     "mask polarity reversed: True must mark the real keys (j < lengths[b]), not the "
-    "padding (that is PyTorch's key_padding_mask convention, the opposite of ours)"
+    "padding (that is PyTorch's key_padding_mask convention, the opposite of ours)",
 )
-COMBINE_OR = (
-    "the masks were combined with a logical or: a key must be allowed by EVERY mask, so use np.logical_and"
+COMBINE_OR = Mistake(
+    "combine-or",
+    "the masks were combined with a logical or: a key must be allowed by EVERY mask, so use np.logical_and",
 )
-COMBINE_FLIPPED = "the result is the logical not of the right answer: True must mean may attend"
-NOT_BOOL = (
+COMBINE_FLIPPED = Mistake(
+    "combine-flipped",
+    "the result is the logical not of the right answer: True must mean may attend",
+)
+NOT_BOOL = Mistake(
+    "not-bool",
     "the mask holds numbers instead of booleans: build it from a comparison (j <= i) or "
-    "np.ones(..., dtype=bool)"
+    "np.ones(..., dtype=bool)",
 )
 
 
-SWAPPED_TS = "t and s are swapped: the mask must be (T, S), one row per query, not (S, T)"
+SWAPPED_TS = Mistake(
+    "swapped-ts",
+    "t and s are swapped: the mask must be (T, S), one row per query, not (S, T)",
+)
 
 
 def check_mask(actual, expected, *, what, dims, mistakes=None):
@@ -345,9 +368,10 @@ class TestPaddingMask:
 
 
 # ---------------------------------------------------------------- combine_masks
-NONE_SKIPPED = (
+NONE_SKIPPED = Mistake(
+    "none-skipped",
     "None entries must be skipped: None means no mask, so combine_masks(None, m) is m "
-    "and combine_masks(m1, None, m2) is the logical and of m1 and m2"
+    "and combine_masks(m1, None, m2) is the logical and of m1 and m2",
 )
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import check_array, check_not_modified, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, exercise
 
 B, T, H, K = 2, 3, 4, 5
 D = H * K
@@ -49,44 +49,57 @@ def merge_loop(x):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-SPLIT_NO_TRANSPOSE = (
+SPLIT_NO_TRANSPOSE = Mistake(
+    "split-no-transpose",
     "x was reshaped straight to (B, H, T, K) without a transpose, so positions "
-    "and heads got mixed: reshape to (B, T, H, K) first, then swap axes 1 and 2"
+    "and heads got mixed: reshape to (B, T, H, K) first, then swap axes 1 and 2",
+    misconception="reshape-without-transpose",
 )
-SPLIT_INTERLEAVED = (
+SPLIT_INTERLEAVED = Mistake(
+    "split-interleaved",
     "interleaved head split (reshape to (B, T, K, H), then move H): head h got "
-    "columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K"
+    "columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K",
+    misconception="interleaved-heads",
 )
-SPLIT_NO_SWAP = (
-    "the head axis was not moved before T: the answer is (B, T, H, K); swap axes 1 and 2 to get (B, H, T, K)"
+SPLIT_NO_SWAP = Mistake(
+    "split-no-swap",
+    "the head axis was not moved before T: the answer is (B, T, H, K); swap axes 1 and 2 to get (B, H, T, K)",
 )
-SPLIT_WRONG_SWAP = (
+SPLIT_WRONG_SWAP = Mistake(
+    "split-wrong-swap",
     "the wrong axes were moved: (B, T, H, K) must become (B, H, T, K), i.e. swap "
-    "axes 1 and 2 (np.swapaxes(x, 1, 2) or np.transpose(x, (0, 2, 1, 3)))"
+    "axes 1 and 2 (np.swapaxes(x, 1, 2) or np.transpose(x, (0, 2, 1, 3)))",
 )
-SPLIT_DOT_T = (
+SPLIT_DOT_T = Mistake(
+    "split-dot-t",
     "`.T` was used on a 4-D array: it reverses EVERY axis, (B, T, H, K) -> (K, H, T, B); "
-    "use np.swapaxes(x, 1, 2)"
+    "use np.swapaxes(x, 1, 2)",
 )
-SPLIT_T_AXIS = (
+SPLIT_T_AXIS = Mistake(
+    "split-t-axis",
     "the wrong axis was split: the positions T were cut into heads instead of the "
-    "features D (split the last axis, axis=-1)"
+    "features D (split the last axis, axis=-1)",
 )
-MERGE_NO_TRANSPOSE = (
+MERGE_NO_TRANSPOSE = Mistake(
+    "merge-no-transpose",
     "x was reshaped straight from (B, H, T, K) to (B, T, H*K) without a "
     "transpose, so each row holds several tokens of one head: swap axes 1 and 2 "
-    "first, then reshape"
+    "first, then reshape",
+    misconception="reshape-without-transpose",
 )
-MERGE_INTERLEAVED = (
+MERGE_INTERLEAVED = Mistake(
+    "merge-interleaved",
     "interleaved merge (moved to (B, T, K, H) before the reshape): head h landed "
-    "in columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K"
+    "in columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K",
 )
-MERGE_NO_RESHAPE = (
-    "the heads were moved but not reshaped: the answer is (B, T, H, K); reshape it to (B, T, H*K)"
+MERGE_NO_RESHAPE = Mistake(
+    "merge-no-reshape",
+    "the heads were moved but not reshaped: the answer is (B, T, H, K); reshape it to (B, T, H*K)",
 )
-MERGE_T_AXIS = (
+MERGE_T_AXIS = Mistake(
+    "merge-t-axis",
     "the heads were concatenated along the positions T, (B, H*T, K), instead of along "
-    "the features: (B, T, H*K)"
+    "the features: (B, T, H*K)",
 )
 
 

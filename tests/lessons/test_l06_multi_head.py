@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
 
 B, T, S, H, K = 2, 3, 5, 4, 6
 D = H * K  # 24
@@ -70,67 +70,89 @@ def mha_loop(x_q, x_kv, params, n_heads, mask=None):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-AVERAGED = (
+AVERAGED = Mistake(
+    "averaged",
     "the weights were averaged over the heads, giving (B, T, S) (PyTorch's default "
-    "average_attn_weights=True); return one attention map per head, (B, H, T, S)"
+    "average_attn_weights=True); return one attention map per head, (B, H, T, S)",
 )
-NO_OUT_PROJ = (
+NO_OUT_PROJ = Mistake(
+    "no-out-proj",
     "the output projection is missing: the merged heads must go through w_o and b_o "
-    "(out = linear(merge_heads(heads), w_o, b_o))"
+    "(out = linear(merge_heads(heads), w_o, b_o))",
 )
-ALL_BIASES = (
+ALL_BIASES = Mistake(
+    "all-biases",
     "the biases were not added: use params.get('b_q'), params.get('b_k'), "
-    "params.get('b_v') and params.get('b_o') (None when absent) in the projections"
+    "params.get('b_v') and params.get('b_o') (None when absent) in the projections",
 )
-ONE_BIAS = "the bias {name} is not added (params.get('{name}') belongs in its projection)"
-TRANSPOSED_W = (
+ONE_BIAS = Mistake(
+    "one-bias",
+    "the bias {name} is not added (params.get('{name}') belongs in its projection)",
+)
+TRANSPOSED_W = Mistake(
+    "transposed-w",
     "the weights were used transposed (x @ w.T, PyTorch's layout): course weights are "
-    "stored (d_in, d_out) and applied as x @ w"
+    "stored (d_in, d_out) and applied as x @ w",
 )
-SELF_ONLY = (
+SELF_ONLY = Mistake(
+    "self-only",
     "x_q was used for the keys and values: keys and values come from x_kv (in "
-    "cross-attention its length S differs from T)"
+    "cross-attention its length S differs from T)",
 )
-SWAPPED_SOURCES = (
+SWAPPED_SOURCES = Mistake(
+    "swapped-sources",
     "the queries came from x_kv and the keys and values from x_q: queries come "
-    "from x_q, keys and values from x_kv"
+    "from x_q, keys and values from x_kv",
 )
-SCALE_D = (
+SCALE_D = Mistake(
+    "scale-d",
     "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K) with K "
-    "the head width (D // H): each head's dot products are taken in K dimensions"
+    "the head width (D // H): each head's dot products are taken in K dimensions",
 )
-SCALE_HK = (
+SCALE_HK = Mistake(
+    "scale-hk",
     "the scores were scaled by 1/sqrt(H*K), the width of all heads together, instead of "
-    "1/sqrt(K) with K the head width"
+    "1/sqrt(K) with K the head width",
 )
-INTERLEAVED = (
+INTERLEAVED = Mistake(
+    "interleaved",
     "head i used the interleaved columns i::H instead of its block i*K:(i+1)*K: the "
-    "fused weights put each head's K columns side by side"
+    "fused weights put each head's K columns side by side",
 )
-MASK_NO_HEAD_AXIS = (
+MASK_NO_HEAD_AXIS = Mistake(
+    "mask-no-head-axis",
     "the mask was used without a head axis: against (B, H, T, S) scores a "
     "(B, T, S) mask lines its batch axis up with the heads; broadcast it to "
-    "(B, T, S), then mask[:, None] gives (B, 1, T, S)"
+    "(B, T, S), then mask[:, None] gives (B, 1, T, S)",
 )
-MASK_TS_AS_BTS = (
+MASK_TS_AS_BTS = Mistake(
+    "mask-ts-as-bts",
     "a (T, S) mask was given a head axis as if it were (B, T, S): mask[:, None] "
     "made it (T, 1, S), lining T up with the heads; broadcast the mask to (B, T, S) "
-    "first (np.broadcast_to), then add the head axis"
+    "first (np.broadcast_to), then add the head axis",
 )
-MASK_IGNORED = "the mask was ignored"
-MASK_FLIPPED = (
+MASK_IGNORED = Mistake(
+    "mask-ignored",
+    "the mask was ignored",
+)
+MASK_FLIPPED = Mistake(
+    "mask-flipped",
     "mask polarity flipped: True was treated as blocked (PyTorch's attn_mask "
-    "convention), but in the course True means may attend"
+    "convention), but in the course True means may attend",
+    misconception="mask-polarity",
 )
-NOT_TRANSPOSED = (
+NOT_TRANSPOSED = Mistake(
+    "not-transposed",
     "the PyTorch weights were copied without transposing: PyTorch stores "
-    "(d_out, d_in) and computes x @ W.T, the course stores (d_in, d_out): take .T"
+    "(d_out, d_in) and computes x @ W.T, the course stores (d_in, d_out): take .T",
 )
-WRONG_ORDER = (
-    "in_proj_weight was split in the wrong order: its rows hold W_Q (0:D), then W_K (D:2D), then W_V (2D:3D)"
+WRONG_ORDER = Mistake(
+    "wrong-order",
+    "in_proj_weight was split in the wrong order: its rows hold W_Q (0:D), then W_K (D:2D), then W_V (2D:3D)",
 )
-WRONG_ORDER_BIAS = (
-    "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)"
+WRONG_ORDER_BIAS = Mistake(
+    "wrong-order-bias",
+    "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)",
 )
 
 
@@ -859,8 +881,8 @@ def params_mistakes(state, key):
         mistakes[NOT_TRANSPOSED] = blocks[right]
         for label, block in blocks.items():
             if label != right:
-                mistakes[f"{WRONG_ORDER} ({key} holds the {label} block)"] = block.T
-                mistakes[f"{WRONG_ORDER} ({key} holds the {label} block, not transposed either)"] = block
+                mistakes[WRONG_ORDER.plus(f" ({key} holds the {label} block)")] = block.T
+                mistakes[WRONG_ORDER.plus(f" ({key} holds the {label} block, not transposed either)")] = block
     elif key == "w_o":
         mistakes[NOT_TRANSPOSED] = state["out_proj.weight"]
     elif key in ("b_q", "b_k", "b_v") and "in_proj_bias" in state:
@@ -868,7 +890,7 @@ def params_mistakes(state, key):
         right = ("b_q", "b_k", "b_v").index(key)
         for j, label in enumerate(("b_q", "b_k", "b_v")):
             if j != right:
-                mistakes[f"{WRONG_ORDER_BIAS} ({key} holds {label})"] = b_in[j * d : (j + 1) * d]
+                mistakes[WRONG_ORDER_BIAS.plus(f" ({key} holds {label})")] = b_in[j * d : (j + 1) * d]
     return mistakes
 
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, check_scalar, exercise
+from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise
 
 TOL = 1e-3  # largest error allowed at a graded position
 FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded
@@ -45,32 +45,61 @@ def count_oracle(d, h, g=None, bias=True):
     return sum(math.prod(shape) for shape in shapes_of_layer(d, h, g, bias).values())
 
 
+# ---------------------------------------------------------------- classic mistakes, by name
+NO_BIASES = Mistake(
+    "biases-not-counted",
+    "the biases are not counted (b_q, b_k, b_v and b_o have D + G*K + G*K + D entries together)",
+)
+KV_SQUARE = Mistake(
+    "kv-counted-square", "W_K and W_V were counted as D x D, but with G key/value heads they are D x (G*K)"
+)
+NO_OUT_PROJ_AND_BIAS = Mistake(
+    "out-projection-not-counted",
+    "W_O (and b_o) are not counted: the layer ends with the (H*K, D) output projection",
+)
+NO_OUT_PROJ = Mistake(
+    "out-projection-not-counted", "W_O is not counted: the layer ends with the (H*K, D) output projection"
+)
+LAYER_PER_HEAD = Mistake(
+    "layer-per-head",
+    "every head was counted with the whole layer's parameters: the count changes with the number of heads",
+)
+SQUARE_PER_HEAD = Mistake(
+    "square-matrices-per-head",
+    "every head was counted with its own D x D matrices: the count changes with the "
+    "number of heads, but head h only owns K = D // H columns of each matrix",
+)
+KV_WITHOUT_K = Mistake("kv-counted-without-k", "W_K and W_V were counted as D x G instead of D x (G*K)")
+KV_BIASES_D = Mistake(
+    "kv-biases-counted-d", "b_k and b_v were counted with D entries each, but they have G*K"
+)
+FLOAT_COUNT = Mistake("float-count", "the count is a float: / was used where // was needed")
+CURRENT_TOKEN = Mistake("keys-not-shifted", "a head attends to the current token: its keys are not shifted")
+WRONG_OFFSET = Mistake("wrong-offset", "{half} holds the token {back} back instead of {wanted} back")
+COPIES_POSITION = Mistake("values-copy-position", "the values copy the position code instead of the token")
+COPIES_WHOLE = Mistake("values-copy-whole-code", "the values copy the whole [token | position] code")
+HALVES_SWAPPED = Mistake("halves-swapped", "the halves are swapped")
+SAME_OFFSET = Mistake("same-offset", "both heads look at the same offset")
+TOO_SOFT = Mistake("attention-too-soft", "the attention is too soft: the scores are not far enough apart")
+
+
 def count_mistakes(d, h, g=None, bias=True):
-    """Known wrong counts, by value -> the sentence that names the mistake."""
+    """Known wrong counts, by value -> the mistake that gives it."""
     g = h if g is None else g
     k = d // h
     b = 1 if bias else 0
     right = count_oracle(d, h, g, bias)
     wrong = {
-        2 * d * d + 2 * d * g * k: "the biases are not counted (b_q, b_k, b_v and b_o have "
-        "D + G*K + G*K + D entries together)",
-        4 * d * d + 4 * d * b: "W_K and W_V were counted as D x D, but with G key/value heads they "
-        "are D x (G*K)",
-        d * d + 2 * d * g * k + b * (d + 2 * g * k): "W_O (and b_o) are not counted: the layer "
-        "ends with the (H*K, D) output projection",
-        d * d + 2 * d * g * k + b * (2 * d + 2 * g * k): "W_O is not counted: the layer ends with "
-        "the (H*K, D) output projection",
-        h * right: "every head was counted with the whole layer's parameters: the count changes "
-        "with the number of heads",
-        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k))
-        + d * d
-        + b * d: "every head was counted with its own D x D matrices: the count changes with the "
-        "number of heads, but head h only owns K = D // H columns of each matrix",
-        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): "W_K and W_V were counted as D x G instead of D x (G*K)",
-        2 * d * d + 2 * d * g * k + b * 4 * d: "b_k and b_v were counted with D entries each, but "
-        "they have G*K",
+        2 * d * d + 2 * d * g * k: NO_BIASES,
+        4 * d * d + 4 * d * b: KV_SQUARE,
+        d * d + 2 * d * g * k + b * (d + 2 * g * k): NO_OUT_PROJ_AND_BIAS,
+        d * d + 2 * d * g * k + b * (2 * d + 2 * g * k): NO_OUT_PROJ,
+        h * right: LAYER_PER_HEAD,
+        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k)) + d * d + b * d: SQUARE_PER_HEAD,
+        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): KV_WITHOUT_K,
+        2 * d * d + 2 * d * g * k + b * 4 * d: KV_BIASES_D,
     }
-    return {value: text for value, text in wrong.items() if value != right and text}
+    return {value: mistake for value, mistake in wrong.items() if value != right}
 
 
 def check_count(actual, d, h, g=None, bias=True):
@@ -87,7 +116,7 @@ def check_count(actual, d, h, g=None, bias=True):
         raise KnownMistake(
             f"{what} returned the float {actual!r}; a count is an int. Use // "
             "(integer division) for K = D // H: / always gives a float.",
-            "the count is a float: / was used where // was needed",
+            FLOAT_COUNT,
         )
     if isinstance(actual, (int, np.integer)) and not isinstance(actual, bool) and actual != expected:
         known = count_mistakes(d, h, g, bias).get(int(actual))
@@ -315,7 +344,7 @@ HALF_NAMES = ("the first half", "the second half")
 
 
 def explain(out, weights, tokens, v, ln):
-    """(sentences that say what is wrong, the name of the mistake or ''), from what each half of
+    """(sentences that say what is wrong, the mistake or None), from what each half of
     the output holds and from how sharp each head's attention is."""
     k = v + ln
     graded = out[:, FIRST_GRADED:]
@@ -339,24 +368,24 @@ def explain(out, weights, tokens, v, ln):
         where = f"{HALF_NAMES[h].capitalize()} (features {h * k}:{(h + 1) * k})"
         often = "" if shares[h] == 1 else f" (at {shares[h]:.0%} of the graded positions)"
         if kind == "token" and back == 0:
-            mistakes.append("a head attends to the current token: its keys are not shifted")
+            mistakes.append(CURRENT_TOKEN)
             lines.append(
                 f"{where} holds the token 0 back instead of {h + 1} back{often}: the "
                 "current token. A key must match the query of a LATER position: the key "
                 "of position s is e_(s + offset), not e_s."
             )
         elif kind == "token":
-            mistakes.append(f"{HALF_NAMES[h]} holds the token {back} back instead of {h + 1} back")
+            mistakes.append(WRONG_OFFSET.format(half=HALF_NAMES[h], back=back, wanted=h + 1))
             lines.append(f"{where} holds the token {back} back instead of {h + 1} back{often}.")
         elif kind.startswith("position"):
-            mistakes.append("the values copy the position code instead of the token")
+            mistakes.append(COPIES_POSITION)
             lines.append(
                 f"{where} should hold the token {h + 1} back but holds "
                 f"{candidates[key][1]}{often}: the values must copy the token part of x "
                 "(rows 0:V of W_V), not its position part."
             )
         elif kind == "whole":
-            mistakes.append("the values copy the whole [token | position] code")
+            mistakes.append(COPIES_WHOLE)
             lines.append(
                 f"{where} holds {candidates[key][1]}{often}: the values copied the whole "
                 "[token | position] code of x, but only the token belongs in the output "
@@ -365,13 +394,13 @@ def explain(out, weights, tokens, v, ln):
         else:
             lines.append(f"{where} should hold the token {h + 1} back but holds {candidates[key][1]}{often}.")
     if holds == [("token", 2), ("token", 1)]:
-        mistakes.insert(0, "the halves are swapped")
+        mistakes.insert(0, HALVES_SWAPPED)
         lines.append(
             "The halves are swapped: the head that looks 1 back must write the first "
             "half (features 0:K) and the head that looks 2 back the second half."
         )
     elif holds[0] == holds[1] and holds[0] is not None and holds[0][0] == "token":
-        mistakes.insert(0, "both heads look at the same offset")
+        mistakes.insert(0, SAME_OFFSET)
         lines.append(
             f"Both halves hold the token {holds[0][1]} back: both heads look at the same "
             "offset. Head 1's keys must be shifted by one position, head 2's by two."
@@ -379,7 +408,7 @@ def explain(out, weights, tokens, v, ln):
     peaks = weights[:, :, FIRST_GRADED:].max(axis=-1)  # (B, H, T-2): each query's largest weight
     soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-4]
     if soft:
-        mistakes.append("the attention is too soft: the scores are not far enough apart")
+        mistakes.append(TOO_SOFT)
         b, h, i = np.unravel_index(int(np.argmin(peaks)), peaks.shape)
         share = float((peaks[:, soft] < 1 - 1e-4).mean())
         heads = " and ".join(f"head {s + 1}" for s in soft)
@@ -391,7 +420,7 @@ def explain(out, weights, tokens, v, ln):
             f"= 50 for it (query weight SCORE * sqrt(K) = {50 * math.sqrt(k):.4g}) and 0 for the "
             "others. Does every position's query have a key that matches it?"
         )
-    return lines, (mistakes[0] if mistakes else "")
+    return lines, (mistakes[0] if mistakes else None)
 
 
 def check_two_heads(lesson, tokens, v, ln, expected=None):

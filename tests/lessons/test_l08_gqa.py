@@ -18,7 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    check_tuple,
+    exercise,
+)
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7
 D = H * K  # 42
@@ -90,56 +97,94 @@ def gqa_loop(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-MODULO = (
+MODULO = Mistake(
+    "modulo",
     "query heads were grouped by modulo, i % G (the order 0, 1, 0, 1 that np.tile gives), "
-    "instead of i // (H // G) (0, 0, 1, 1): consecutive query heads share a key/value head"
+    "instead of i // (H // G) (0, 0, 1, 1): consecutive query heads share a key/value head",
+    misconception="tiled-kv-heads",
 )
-DIV_BY_G = (
+DIV_BY_G = Mistake(
+    "div-by-g",
     "query head i was mapped to i // G, dividing by the number of key/value heads, "
-    "instead of i // (H // G), dividing by the group size H // G"
+    "instead of i // (H // G), dividing by the group size H // G",
 )
-GROUP_G_OVER_H = (
+GROUP_G_OVER_H = Mistake(
+    "group-g-over-h",
     "the group size was computed as G // H (0 when G < H) instead of H // G, the "
-    "number of query heads per key/value head"
+    "number of query heads per key/value head",
 )
-TILED = (
+TILED = Mistake(
+    "tiled",
     "the whole block of key/value heads was repeated (np.tile or np.concatenate([x] * n_rep, "
     "axis=1): head order 0, 1, 0, 1) instead of each head in place (np.repeat(x, n_rep, "
-    "axis=1): order 0, 0, 1, 1)"
+    "axis=1): order 0, 0, 1, 1)",
+    misconception="tiled-kv-heads",
 )
-REPEAT_AXIS = (
+REPEAT_AXIS = Mistake(
+    "repeat-axis",
     "the heads were repeated along axis {axis} ({letter}) instead of axis 1, the "
-    "key/value heads: np.repeat(x, n_rep, axis=1)"
+    "key/value heads: np.repeat(x, n_rep, axis=1)",
 )
-REPEAT_FLAT = "np.repeat was called without axis=1, so it flattened the array"
-GQA_TILED = (
+REPEAT_FLAT = Mistake(
+    "repeat-flat",
+    "np.repeat was called without axis=1, so it flattened the array",
+)
+GQA_TILED = Mistake(
+    "gqa-tiled",
     "query head i used key/value head i % G (the order 0, 1, 0, 1 of np.tile, or of "
     "grouping by modulo) instead of key/value head i // (H // G) (the order 0, 0, 1, 1 "
-    "of np.repeat(x, n_rep, axis=1))"
+    "of np.repeat(x, n_rep, axis=1))",
+    misconception="tiled-kv-heads",
 )
-GQA_AXIS2 = "the key/value heads were repeated along axis 2 (S, the positions) instead of axis 1 (the heads)"
-SCALE_D = (
-    "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K = D // H the head width"
+GQA_AXIS2 = Mistake(
+    "gqa-axis2",
+    "the key/value heads were repeated along axis 2 (S, the positions) instead of axis 1 (the heads)",
 )
-SCALE_GK = (
+SCALE_D = Mistake(
+    "scale-d",
+    "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K = D // H the head width",
+)
+SCALE_GK = Mistake(
+    "scale-gk",
     "the scores were scaled by 1/sqrt(G*K), the width of all key/value heads together, "
-    "instead of 1/sqrt(K), the width of one head"
+    "instead of 1/sqrt(K), the width of one head",
 )
-SCALE_MISSING = "the scores are not scaled: the 1/sqrt(K) factor is missing"
-NO_B_Q = "the bias b_q was not added to the queries"
-NO_B_V = "the bias b_v was not added to the values"
-NO_B_O = "the output bias b_o was not added"
-PER_KV_HEAD = (
+SCALE_MISSING = Mistake(
+    "missing-scale",
+    "the scores are not scaled: the 1/sqrt(K) factor is missing",
+    misconception="missing-scale",
+)
+NO_B_Q = Mistake(
+    "no-b-q",
+    "the bias b_q was not added to the queries",
+)
+NO_B_V = Mistake(
+    "no-b-v",
+    "the bias b_v was not added to the values",
+)
+NO_B_O = Mistake(
+    "no-b-o",
+    "the output bias b_o was not added",
+)
+PER_KV_HEAD = Mistake(
+    "per-kv-head",
     "the weights have one map per key/value head, (B, G, T, S), instead of one per "
     "query head, (B, H, T, S): query heads that share keys still have their own queries "
-    "and their own weights"
+    "and their own weights",
 )
-PROMOTED = (
+PROMOTED = Mistake(
+    "promoted",
     "float32 came back as float64: keep the dtype of the inputs (a numpy float64 such as "
-    "np.sqrt(K) promotes float32 arrays; use math.sqrt or leave the scale to lesson 3)"
+    "np.sqrt(K) promotes float32 arrays; use math.sqrt or leave the scale to lesson 3)",
 )
-MASK_IGNORED = "the mask was ignored"
-SWAPPED = "out and weights are returned in the wrong order: return out, weights"
+MASK_IGNORED = Mistake(
+    "mask-ignored",
+    "the mask was ignored",
+)
+SWAPPED = Mistake(
+    "swapped",
+    "out and weights are returned in the wrong order: return out, weights",
+)
 
 
 def _softmax(x):

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import KnownMistake, check_array, check_tuple, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K  # 12
@@ -151,60 +151,110 @@ def random_cache(r, s=S0, b=B, n_kv_heads=G, k=K, dtype=np.float64):
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
-K_ONLY = "K-only cache bytes: the factor 2 is missing (every position caches a key AND a value)"
-NO_LAYERS = "n_layers is missing from the product: that is one layer's cache, and every layer has its own"
-NO_BATCH = "batch is missing from the product: every sequence of the batch has its own cache"
-NO_SEQ = "seq_len is missing from the product: every position has its own keys and values"
-NO_HEADS = "n_kv_heads is missing from the product: every key/value head has its own keys and values"
-NO_HEAD_DIM = "head_dim is missing from the product: a key holds head_dim numbers"
-NO_BYTES = "bytes_per_value is missing from the product: that counts numbers, not bytes"
-DEFAULT_NOT_2 = "bytes_per_value does not default to 2 (fp16 and bf16 take 2 bytes per number)"
+K_ONLY = Mistake(
+    "k-only-cache-bytes",
+    "K-only cache bytes: the factor 2 is missing (every position caches a key AND a value)",
+    misconception="k-only-cache",
+)
+NO_LAYERS = Mistake(
+    "no-layers",
+    "n_layers is missing from the product: that is one layer's cache, and every layer has its own",
+)
+NO_BATCH = Mistake(
+    "no-batch",
+    "batch is missing from the product: every sequence of the batch has its own cache",
+)
+NO_SEQ = Mistake(
+    "no-seq",
+    "seq_len is missing from the product: every position has its own keys and values",
+)
+NO_HEADS = Mistake(
+    "no-heads",
+    "n_kv_heads is missing from the product: every key/value head has its own keys and values",
+)
+NO_HEAD_DIM = Mistake(
+    "no-head-dim",
+    "head_dim is missing from the product: a key holds head_dim numbers",
+)
+NO_BYTES = Mistake(
+    "no-bytes",
+    "bytes_per_value is missing from the product: that counts numbers, not bytes",
+)
+DEFAULT_NOT_2 = Mistake(
+    "default-not-2",
+    "bytes_per_value does not default to 2 (fp16 and bf16 take 2 bytes per number)",
+)
 
-PROMOTED = (
+PROMOTED = Mistake(
+    "promoted",
     "float32 came back as float64: a float64 array or numpy float64 number (such as "
     "1 / np.sqrt(K), or np.zeros without a dtype) promoted the result; keep the dtype of "
-    "x_t"
+    "x_t",
 )
-NOT_APPENDED = (
+NOT_APPENDED = Mistake(
+    "not-appended",
     "the cache came back unchanged: the new key/value was not appended (return the "
-    "extended caches, not the ones passed in)"
+    "extended caches, not the ones passed in)",
 )
-NEW_ONLY = (
+NEW_ONLY = Mistake(
+    "new-only",
     "the returned cache holds only the new key/value: the cached positions were dropped "
-    "(concatenate the old cache and the new entries)"
+    "(concatenate the old cache and the new entries)",
 )
-REPEATED = (
+REPEATED = Mistake(
+    "repeated",
     "the cache stores the keys/values repeated to the H query heads, (B, H, S, K), instead "
     "of the G key/value heads (B, G, S, K): repeat_kv is for the attention only, the cache "
-    "keeps G heads (that is the memory GQA saves)"
+    "keeps G heads (that is the memory GQA saves)",
 )
-PREPENDED = (
-    "the new entries were put in front of the cache instead of after it: np.concatenate([cache, new], axis=2)"
+PREPENDED = Mistake(
+    "prepended",
+    "the new entries were put in front of the cache instead of after it: "
+    "np.concatenate([cache, new], axis=2)",
 )
-SWAPPED_KV = "keys and values are swapped: return (out_t, cache_k, cache_v) in that order"
-WRONG_AXIS = "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)"
-OFF_BY_ONE = (
+SWAPPED_KV = Mistake(
+    "swapped-kv",
+    "keys and values are swapped: return (out_t, cache_k, cache_v) in that order",
+)
+WRONG_AXIS = Mistake(
+    "append-wrong-axis",
+    "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)",
+)
+OFF_BY_ONE = Mistake(
+    "off-by-one",
     "off by one: the new query attends only to the cached positions, not to its own key "
-    "and value (append the new key and value to the cache BEFORE attending)"
+    "and value (append the new key and value to the cache BEFORE attending)",
 )
-ONLY_NEW = (
+ONLY_NEW = Mistake(
+    "only-new",
     "the new query attends only to the new token(s), not to the cached positions: "
-    "attend to the extended cache"
+    "attend to the extended cache",
 )
-SCALE_D = "the scores are scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K the head width"
-NO_SCALE = "the scores are not scaled: the 1/sqrt(K) factor is missing"
-TILED = (
+SCALE_D = Mistake(
+    "scale-d",
+    "the scores are scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K the head width",
+)
+NO_SCALE = Mistake(
+    "missing-scale",
+    "the scores are not scaled: the 1/sqrt(K) factor is missing",
+    misconception="missing-scale",
+)
+TILED = Mistake(
+    "tiled",
     "the key/value heads were repeated by tiling (query head h read key/value head h % G) "
-    "instead of repeat-interleave (h // (H // G)): use lesson 8's repeat_kv"
+    "instead of repeat-interleave (h // (H // G)): use lesson 8's repeat_kv",
 )
-TOP_LEFT = (
+TOP_LEFT = Mistake(
+    "causal-top-left",
     "the causal mask is aligned top-left (np.tril(np.ones((T_new, S + T_new))) or "
     "PyTorch's is_causal) instead of bottom-right: new query i sits at position S + i and "
-    "sees every cached position; use causal_mask(T_new, S + T_new)"
+    "sees every cached position; use causal_mask(T_new, S + T_new)",
+    misconception="top-left-causal",
 )
-NO_MASK = (
+NO_MASK = Mistake(
+    "no-mask",
     "the new tokens attend to each other without a causal mask: new query i must not see "
-    "the new tokens after it; use causal_mask(T_new, S + T_new)"
+    "the new tokens after it; use causal_mask(T_new, S + T_new)",
 )
 
 
@@ -220,11 +270,11 @@ def bytes_mistakes(batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_val
         NO_HEAD_DIM: head_dim,
         NO_BYTES: bytes_per_value,
     }
-    by_value: dict[int, list[str]] = {}
+    by_value: dict[int, list[Mistake]] = {}
     for name, factor in dropped.items():
         if factor != 1:
             by_value.setdefault(full // factor, []).append(name)
-    return {"; or ".join(names): value for value, names in by_value.items()}
+    return {Mistake.any_of(*names): value for value, names in by_value.items()}
 
 
 def check_bytes(actual, expected, *, what, mistakes=None):
@@ -292,7 +342,7 @@ def out_mistakes(x_new, cache_k, cache_v, params, n_heads, n_kv_heads):
         mistakes[OFF_BY_ONE] = wrong(allowed=lambda i, j: j < n_s + i)
         mistakes[ONLY_NEW] = wrong(allowed=lambda i, j: n_s <= j <= n_s + i)
         # one new token after one cached position: both mistakes attend to position 0 only
-        top_left = f"{OFF_BY_ONE}; or {TOP_LEFT}" if n_s == n_t == 1 else TOP_LEFT
+        top_left = Mistake.any_of(OFF_BY_ONE, TOP_LEFT) if n_s == n_t == 1 else TOP_LEFT
         mistakes[top_left] = wrong(allowed=lambda i, j: j <= i)
     if n_t > 1:
         mistakes[NO_MASK] = wrong(allowed=lambda i, j: True)
@@ -474,7 +524,7 @@ class TestKvCacheBytes:
                 what=f"kv_cache_bytes(3, 5, 7, 11, 13, bytes_per_value={bpv}) ({name})",
                 mistakes=bytes_mistakes(*args, bpv),
             )
-        default_wrong = {DEFAULT_NOT_2 + f" (it acts as {bpv})": values * bpv for bpv in (1, 4, 8)}
+        default_wrong = {DEFAULT_NOT_2.plus(f" (it acts as {bpv})"): values * bpv for bpv in (1, 4, 8)}
         check_bytes(
             lesson.kv_cache_bytes(*args),
             values * 2,
