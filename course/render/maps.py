@@ -186,7 +186,7 @@ def _mini(weights: np.ndarray) -> Text:
 
 def head_grid(grid: HeadGrid) -> RenderableType:
     """Layer by head: each head's small map with its label under it."""
-    table = Table(title=grid.title, box=None, padding=(0, 2, 1, 0), title_justify="left")
+    table = Table(box=None, padding=(0, 2, 1, 0))
     table.add_column("")
     for head in range(grid.maps.shape[1]):
         table.add_column(f"head {head}")
@@ -196,7 +196,7 @@ def head_grid(grid: HeadGrid) -> RenderableType:
             for head in range(grid.maps.shape[1])
         ]
         table.add_row(Text(f"layer {layer}"), *cells)
-    return Group(table, _legend())
+    return Group(Text(grid.title, style="bold"), table, _legend())
 
 
 MARKERS = "●▲■◆✚"
@@ -235,9 +235,9 @@ def line_chart(chart: LineChart) -> RenderableType:
 
 def number_table(numbers: NumberTable) -> RenderableType:
     """The measured numbers, right-aligned, each column in its own format."""
-    table = Table(title=numbers.title, title_justify="left", show_edge=False)
+    table = Table(show_edge=False)
     for column in numbers.columns:
         table.add_column(column, justify="right")
     for row in range(len(numbers.rows)):
         table.add_row(*[numbers.cell(row, column) for column in range(len(numbers.columns))])
-    return table
+    return Group(Text(numbers.title, style="bold"), table)
