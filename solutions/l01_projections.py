@@ -20,8 +20,6 @@ Conventions (the same in every lesson)
 - Weights are stored (d_in, d_out) and applied as x @ w + b, exactly as in the formula X W_Q.
   (PyTorch stores them (d_out, d_in) and computes x @ w.T; lesson 6 converts between the two.)
 - Functions never modify their inputs, and return the dtype of their inputs.
-
-Edit this file, then run `course check 1`.
 """
 
 import numpy as np
@@ -35,15 +33,22 @@ def linear(x, w, b=None):
     b: (d_out,) or None
     returns (..., d_out), same dtype as x
 
-    `@` treats the leading axes of x as a batch of (T, d_in) matrices, so one product serves
-    (d_in,), (T, d_in) and (B, T, d_in) alike. The weight is stored (d_in, d_out): no transpose.
-    The bias (d_out,) broadcasts over every position. `out = x @ w` is a new array, so adding
-    the bias to it cannot touch the caller's x.
+    TODO:
+      1. Multiply x by w with `@` (matmul broadcasts over x's leading axes). No transpose: w is
+         already stored (d_in, d_out).
+      2. If b is given, add it: (d_out,) broadcasts over every position.
+      3. Return a new array; do not change x in place.
     """
+    ### BEGIN SOLUTION
+    # `@` treats the leading axes of x as a batch of (T, d_in) matrices, so one product serves
+    # (d_in,), (T, d_in) and (B, T, d_in) alike. The weight is stored (d_in, d_out): no transpose.
+    # The bias (d_out,) broadcasts over every position. `out = x @ w` is a new array, so adding
+    # the bias to it cannot touch the caller's x.
     out = x @ w  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
     if b is not None:
         out = out + b  # (..., d_out) + (d_out,)
     return out
+    ### END SOLUTION
 
 
 def head_projections(x, w_heads):
@@ -53,12 +58,19 @@ def head_projections(x, w_heads):
     w_heads: (H, D, K)   w_heads[h] is head h's projection W_h
     returns  (B, H, T, K) where out[:, h] == x @ w_heads[h]
 
-    einsum names every axis: for each batch b, head h and position t, sum over the model
-    width d of x[b, t, d] * w_heads[h, d, k]. Heads stay in order along axis 1.
+    TODO:
+      1. Unpack the sizes: B, T, D = x.shape and H, _, K = w_heads.shape.
+      2. Compute every head's x @ w_heads[h] at once, keeping heads in order along axis 1:
+         either broadcast x[:, None] (B, 1, T, D) against w_heads (H, D, K), or name every
+         axis with np.einsum("btd,hdk->bhtk", ...).
     """
+    ### BEGIN SOLUTION
+    # einsum names every axis: for each batch b, head h and position t, sum over the model
+    # width d of x[b, t, d] * w_heads[h, d, k]. Heads stay in order along axis 1.
     B, T, D = x.shape
     H, _, K = w_heads.shape
     return np.einsum("btd,hdk->bhtk", x, w_heads)  # (B, T, D), (H, D, K) -> (B, H, T, K)
+    ### END SOLUTION
 
 
 def fuse_head_weights(w_heads):
@@ -67,10 +79,17 @@ def fuse_head_weights(w_heads):
     w_heads: (H, D, K)
     returns  (D, H*K) such that (x @ fused)[..., h*K:(h+1)*K] == x @ w_heads[h]
 
-    The fused matrix is the concatenation [W_0 | W_1 | ... | W_{H-1}] along the output axis.
-    Moving the head axis next to K first puts, for each input row d, the H blocks of K columns
-    side by side; only then does a reshape lay them out as one row of H*K numbers.
+    TODO:
+      1. Unpack H, D, K = w_heads.shape.
+      2. Move the head axis after D: (H, D, K) -> (D, H, K).
+      3. Reshape (D, H, K) -> (D, H*K). (Reshaping (H, D, K) directly would mix rows of
+         different heads: that is the classic mistake this exercise is about.)
     """
+    ### BEGIN SOLUTION
+    # The fused matrix is the concatenation [W_0 | W_1 | ... | W_{H-1}] along the output axis.
+    # Moving the head axis next to K first puts, for each input row d, the H blocks of K columns
+    # side by side; only then does a reshape lay them out as one row of H*K numbers.
     H, D, K = w_heads.shape
     by_row = np.transpose(w_heads, (1, 0, 2))  # (H, D, K) -> (D, H, K)
     return by_row.reshape(D, H * K)  # (D, H, K) -> (D, H*K)
+    ### END SOLUTION

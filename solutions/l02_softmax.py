@@ -41,8 +41,6 @@ Conventions (the same in every lesson)
 - softmax and logsumexp work along any axis (default: the last one, the keys).
 - A row of all -inf (every key masked) gets all-zero weights, never NaN.
 - Functions never modify their inputs, and return the dtype of their inputs (float32 or float64).
-
-Edit this file, then run `course check 2`.
 """
 
 import numpy as np
@@ -55,18 +53,31 @@ def softmax(x, axis=-1):
     axis: the axis to normalise along (default -1, the keys S)
     returns an array of x's shape and dtype; a slice of all -inf along `axis` gives all zeros
 
-    The maximum is taken with keepdims=True, so it has a 1 where `axis` was and broadcasts
-    against x along that axis whatever its position. An all -inf slice has maximum -inf; using
-    0 there instead keeps x - m at -inf (not NaN), exp then gives zeros and the sum is 0. The
-    division is done only where the sum is positive; everywhere else the output stays 0.
-    `x - m` is a new array: the caller's x is never written to. Every step keeps x's dtype
-    (the Python 0 does not promote float32 to float64).
+    TODO:
+      1. m = the maximum of x along `axis`, with keepdims=True, so that it broadcasts against x
+         along that same axis wherever it is (without keepdims a (T, S) input gives m of shape
+         (T,), which lines up with the LAST axis of x).
+      2. A slice of all -inf has m = -inf, and -inf - (-inf) is NaN. Replace every non-finite
+         m by 0: np.where(np.isfinite(m), m, 0).
+      3. e = np.exp(x - m). Write x - m, never x -= m: the caller's x must stay untouched.
+      4. s = the sum of e along `axis`, again with keepdims=True. It is >= 1, except for an
+         all -inf slice, where it is 0.
+      5. Return e / s where s > 0 and 0 elsewhere, e.g.
+         np.divide(e, s, out=np.zeros_like(e), where=s > 0). Keep x's dtype: no float64 casts.
     """
+    ### BEGIN SOLUTION
+    # The maximum is taken with keepdims=True, so it has a 1 where `axis` was and broadcasts
+    # against x along that axis whatever its position. An all -inf slice has maximum -inf; using
+    # 0 there instead keeps x - m at -inf (not NaN), exp then gives zeros and the sum is 0. The
+    # division is done only where the sum is positive; everywhere else the output stays 0.
+    # `x - m` is a new array: the caller's x is never written to. Every step keeps x's dtype
+    # (the Python 0 does not promote float32 to float64).
     m = np.max(x, axis=axis, keepdims=True)  # (..., 1, ...): the axis kept with size 1
     m = np.where(np.isfinite(m), m, 0)  # an all -inf slice: subtract 0, not -inf
     e = np.exp(x - m)  # every exponent <= 0: no overflow
     s = np.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 for an all -inf slice
     return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+    ### END SOLUTION
 
 
 def logsumexp(x, axis=-1):
@@ -77,14 +88,25 @@ def logsumexp(x, axis=-1):
     returns x's shape without `axis` (as np.sum(x, axis) would), x's dtype;
             a slice of all -inf gives -inf
 
-    The maximum m is factored out: log(sum(exp(x))) = m + log(sum(exp(x - m))). While
-    computing, m and the sum keep the axis (keepdims=True) so that they broadcast against x;
-    only the final result drops it. An all -inf slice gets m = 0 and a sum of 0, and log(0) =
-    -inf is the right answer there (np.errstate silences numpy's divide-by-zero warning).
+    TODO:
+      1. Take m as in softmax: the maximum along `axis` with keepdims=True, non-finite values
+         replaced by 0.
+      2. s = the sum of np.exp(x - m) along `axis`, with keepdims=True.
+      3. out = np.log(s) + m. For an all -inf slice s is 0 and log(0) = -inf, which is the
+         right answer; wrap the line in `with np.errstate(divide="ignore"):` to silence
+         numpy's warning.
+      4. Drop the kept axis at the very end: np.squeeze(out, axis=axis). (Adding m, which keeps
+         the axis, to a sum that does not, broadcasts (T,) + (T, 1) into a (T, T) table.)
     """
+    ### BEGIN SOLUTION
+    # The maximum m is factored out: log(sum(exp(x))) = m + log(sum(exp(x - m))). While
+    # computing, m and the sum keep the axis (keepdims=True) so that they broadcast against x;
+    # only the final result drops it. An all -inf slice gets m = 0 and a sum of 0, and log(0) =
+    # -inf is the right answer there (np.errstate silences numpy's divide-by-zero warning).
     m = np.max(x, axis=axis, keepdims=True)  # (..., 1, ...)
     m = np.where(np.isfinite(m), m, 0)  # an all -inf slice: subtract 0, not -inf
     s = np.sum(np.exp(x - m), axis=axis, keepdims=True)  # (..., 1, ...)
     with np.errstate(divide="ignore"):
         out = np.log(s) + m  # (..., 1, ...)
     return np.squeeze(out, axis=axis)  # (..., 1, ...) -> (...): the axis reduced away
+    ### END SOLUTION

@@ -53,8 +53,6 @@ Conventions (the same in every lesson)
 This lesson uses your softmax from lesson 2 (`from l02_softmax import softmax`): finish that first.
 PyTorch computes the same `out` with
 `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)`.
-
-Edit this file, then run `course check 3`.
 """
 
 import math
@@ -71,20 +69,33 @@ def attention_scores(q, k, scale=None):
     scale: a number, or None for the default 1 / sqrt(K) where K = q.shape[-1]
     returns (..., T, S), same dtype as q: scores[..., t, s] = scale * (q[..., t, :] . k[..., s, :])
 
-    Row t of q @ k^T holds the dot products of query t with every key, so the keys' K numbers
-    must stand in the columns: swapping the last two axes of k turns (..., S, K) into
-    (..., K, S), and `@` treats any leading axes as a batch of matrices. K is the head width
-    q.shape[-1]; only `scale is None` selects the default, so an explicit 0.0 is honoured.
-    The scale is a Python float (math.sqrt, float(scale)): numpy 2 lets a Python float adapt
-    to a float32 array, whereas a numpy float64 such as np.sqrt(K) would promote it to float64.
-    The product is a new array, so q and k are never written to.
+    TODO:
+      1. Unpack the sizes you need: K = q.shape[-1].
+      2. If scale is None, set it to 1 / sqrt(K). Test `scale is None`, not `not scale`: an
+         explicit scale=0.0 is a scale, and any scale passed in is used exactly as given.
+         Use math.sqrt (a Python float): np.sqrt returns a numpy float64, and in numpy 2 a float32
+         array times a numpy float64 comes out float64. (For a scale passed in, float(scale)
+         does the same.)
+      3. Swap the last two axes of k: (..., S, K) -> (..., K, S) with np.swapaxes(k, -1, -2).
+         (k.T would reverse EVERY axis of a 3-D or 4-D array.)
+      4. Multiply q @ k_t: (..., T, K) @ (..., K, S) -> (..., T, S), then multiply by the scale.
+         Build a new array; do not scale q in place (no `q *= scale`).
     """
+    ### BEGIN SOLUTION
+    # Row t of q @ k^T holds the dot products of query t with every key, so the keys' K numbers
+    # must stand in the columns: swapping the last two axes of k turns (..., S, K) into
+    # (..., K, S), and `@` treats any leading axes as a batch of matrices. K is the head width
+    # q.shape[-1]; only `scale is None` selects the default, so an explicit 0.0 is honoured.
+    # The scale is a Python float (math.sqrt, float(scale)): numpy 2 lets a Python float adapt
+    # to a float32 array, whereas a numpy float64 such as np.sqrt(K) would promote it to float64.
+    # The product is a new array, so q and k are never written to.
     *_, T, K = q.shape
     *_, S, _ = k.shape
     scale = 1.0 / math.sqrt(K) if scale is None else float(scale)
     k_t = np.swapaxes(k, -1, -2)  # (..., S, K) -> (..., K, S)
     scores = q @ k_t  # (..., T, K) @ (..., K, S) -> (..., T, S)
     return scores * scale
+    ### END SOLUTION
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
@@ -100,18 +111,29 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
       weights (..., T, S)   each row sums to 1 over the keys it may attend, or is all zero
                             when the mask blocks every key of that query
 
-    The mask acts on the scores, before the softmax: a blocked key's score becomes -inf, its
-    exp is exactly 0, and the softmax shares the whole weight of the row among the allowed
-    keys, so every row still sums to 1. np.where broadcasts a (T, S), (B, 1, S) or (B, T, S)
-    mask against the scores and returns a new array (-np.inf is a Python float: float32 stays
-    float32). A row whose keys are all blocked is all -inf, and lesson 2's softmax gives it
-    zeros, so its output row is 0 @ v = 0 and no NaN appears. The softmax runs over the last
-    axis, the keys. The output uses these same masked weights: out[t] is the weighted average
-    of the value rows query t may attend.
+    TODO:
+      1. scores = attention_scores(q, k, scale): (..., T, S). Pass the scale on.
+      2. If a mask is given, put -inf where it is False: np.where(mask, scores, -np.inf).
+         np.where broadcasts the mask and builds a new array. Use -np.inf, not -1e9, and do it
+         BEFORE the softmax.
+      3. weights = softmax(scores, axis=-1): normalise over the keys S (the last axis), not over
+         the queries. Lesson 2's softmax turns an all -inf row into zeros.
+      4. out = weights @ v: (..., T, S) @ (..., S, Kv) -> (..., T, Kv). Use the masked weights.
+      5. Return the pair (out, weights), in that order.
     """
+    ### BEGIN SOLUTION
+    # The mask acts on the scores, before the softmax: a blocked key's score becomes -inf, its
+    # exp is exactly 0, and the softmax shares the whole weight of the row among the allowed
+    # keys, so every row still sums to 1. np.where broadcasts a (T, S), (B, 1, S) or (B, T, S)
+    # mask against the scores and returns a new array (-np.inf is a Python float: float32 stays
+    # float32). A row whose keys are all blocked is all -inf, and lesson 2's softmax gives it
+    # zeros, so its output row is 0 @ v = 0 and no NaN appears. The softmax runs over the last
+    # axis, the keys. The output uses these same masked weights: out[t] is the weighted average
+    # of the value rows query t may attend.
     scores = attention_scores(q, k, scale)  # (..., T, K), (..., S, K) -> (..., T, S)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)  # mask broadcasts to (..., T, S)
     weights = softmax(scores, axis=-1)  # (..., T, S), normalised over the keys
     out = weights @ v  # (..., T, S) @ (..., S, Kv) -> (..., T, Kv)
     return out, weights
+    ### END SOLUTION

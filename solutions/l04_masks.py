@@ -87,8 +87,6 @@ Conventions (the same in every lesson)
 - Masks are boolean, True = may attend, broadcastable to (..., T, S): (T, S) for every batch
   element alike, (B, 1, S) for padding, (B, T, S) for one mask per batch element.
 - Functions never modify their inputs.
-
-Edit this file, then run `course check 4`.
 """
 
 import numpy as np
@@ -106,17 +104,27 @@ def causal_mask(t, s=None):
 
     The same formula holds for s < t: the first t - s queries then see no key (rows of False).
 
-    The T queries are the last T of the S positions, so query i sits at position i + (S - T)
-    and may see every key at that position or before it, its own included (`<=`). A column of
-    query positions (T, 1) compared with a row of key positions (1, S) broadcasts to the whole
-    (T, S) table at once, and a comparison gives booleans. With S == T the offset is 0 and the
-    mask is the lower triangle; np.tril(np.ones((t, s), dtype=bool), k=s - t) is the same mask.
+    TODO:
+      1. If s is None, set s = t.
+      2. Build the query positions as a column, i = np.arange(t)[:, None] (T, 1), and the key
+         positions as a row, j = np.arange(s)[None, :] (1, S).
+      3. Query i sits at position i + (s - t) (the T new queries are the last T of S positions).
+         Compare j <= i + (s - t): the comparison broadcasts to (T, S) and gives booleans.
+         `<=`, not `<`: a query may attend its own position.
+         (np.tril(np.ones((t, s), dtype=bool), k=s - t) builds the same mask.)
     """
+    ### BEGIN SOLUTION
+    # The T queries are the last T of the S positions, so query i sits at position i + (S - T)
+    # and may see every key at that position or before it, its own included (`<=`). A column of
+    # query positions (T, 1) compared with a row of key positions (1, S) broadcasts to the whole
+    # (T, S) table at once, and a comparison gives booleans. With S == T the offset is 0 and the
+    # mask is the lower triangle; np.tril(np.ones((t, s), dtype=bool), k=s - t) is the same mask.
     if s is None:
         s = t
     query_position = np.arange(t)[:, None] + (s - t)  # (T, 1): where each query sits among S
     key_position = np.arange(s)[None, :]  # (1, S)
     return key_position <= query_position  # (1, S) <= (T, 1) -> (T, S) bool
+    ### END SOLUTION
 
 
 def padding_mask(lengths, s):
@@ -129,15 +137,23 @@ def padding_mask(lengths, s):
     padding_mask(np.array([2, 3]), 4) == [[[True, True, False, False]],
                                           [[True, True, True,  False]]]
 
-    Positions start at 0, so a sequence of length L owns keys 0..L-1: the test is the strict
-    j < L. A row of key positions (1, S) compared with a column of lengths (B, 1) gives (B, S);
-    the query axis goes in the middle, (B, 1, S), so that against (B, T, S) scores the mask's
-    B meets B and its 1 stretches over every query.
+    TODO:
+      1. Make sure lengths is an array: lengths = np.asarray(lengths).
+      2. Compare the key positions np.arange(s)[None, :] (1, S) with lengths[:, None] (B, 1):
+         `<`, not `<=`, since a sequence of length 3 owns keys 0, 1 and 2. This gives (B, S).
+      3. Insert the query axis: (B, S) -> (B, 1, S) with [:, None, :]. Without it, the mask
+         would line up its B axis with the T axis of the (B, T, S) scores.
     """
+    ### BEGIN SOLUTION
+    # Positions start at 0, so a sequence of length L owns keys 0..L-1: the test is the strict
+    # j < L. A row of key positions (1, S) compared with a column of lengths (B, 1) gives (B, S);
+    # the query axis goes in the middle, (B, 1, S), so that against (B, T, S) scores the mask's
+    # B meets B and its 1 stretches over every query.
     lengths = np.asarray(lengths)
     (B,) = lengths.shape
     real = np.arange(s)[None, :] < lengths[:, None]  # (1, S) < (B, 1) -> (B, S)
     return real[:, None, :]  # (B, S) -> (B, 1, S)
+    ### END SOLUTION
 
 
 def combine_masks(*masks):
@@ -149,12 +165,21 @@ def combine_masks(*masks):
 
     combine_masks(causal_mask(3), None, padding_mask(np.array([2, 3]), 3)).shape == (2, 3, 3)
 
-    A key survives only if every mask allows it, so the masks are joined with a logical and.
-    None means "no restriction" and simply drops out; with nothing left there is no mask at
-    all, and None says exactly that to scaled_dot_product_attention. np.logical_and broadcasts
-    (T, S) against (B, 1, S) to (B, T, S) and returns a new array each time, so the caller's
-    masks are never written to (`out &= m` on the first mask would be).
+    TODO:
+      1. Keep the masks that are not None: present = [m for m in masks if m is not None].
+      2. If none is left, return None (no mask: attend everywhere).
+      3. Start from the first mask and fold in the others with np.logical_and, which
+         broadcasts and builds a new array: out = np.logical_and(out, m). A key survives only
+         if EVERY mask allows it: and, not or. Do not write `out &= m` on the first mask: that
+         changes the caller's array (and cannot grow it to the broadcast shape).
+      4. Return a bool array (np.asarray(out, dtype=bool) covers the case of a single mask).
     """
+    ### BEGIN SOLUTION
+    # A key survives only if every mask allows it, so the masks are joined with a logical and.
+    # None means "no restriction" and simply drops out; with nothing left there is no mask at
+    # all, and None says exactly that to scaled_dot_product_attention. np.logical_and broadcasts
+    # (T, S) against (B, 1, S) to (B, T, S) and returns a new array each time, so the caller's
+    # masks are never written to (`out &= m` on the first mask would be).
     present = [m for m in masks if m is not None]
     if not present:
         return None
@@ -162,3 +187,4 @@ def combine_masks(*masks):
     for m in present[1:]:
         out = np.logical_and(out, m)  # broadcasts, e.g. (T, S) and (B, 1, S) -> (B, T, S)
     return out
+    ### END SOLUTION

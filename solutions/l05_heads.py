@@ -63,8 +63,6 @@ Conventions (the same in every lesson)
 - Arrays are batch first: x is (B, T, D); heads are (B, H, T, K). Head h owns columns
   h*K:(h+1)*K of the model width.
 - Functions never modify their inputs, and return the dtype of their inputs.
-
-Edit this file, then run `course check 5`.
 """
 
 import numpy as np
@@ -78,12 +76,19 @@ def split_heads(x, n_heads):
     returns  (B, H, T, K) with K = D // H, same dtype as x, where
              out[:, h] == x[:, :, h*K:(h+1)*K]
 
-    The check comes first: when H does not divide D there is no right answer, and a message
-    with both numbers tells the caller which argument to fix. The reshape to (B, T, H, K) only
-    re-reads each row of D numbers as H consecutive blocks of K, so head h gets columns
-    h*K:(h+1)*K; the swap then puts the head axis in front of the positions, so that x[:, h]
-    is head h's (T, K) matrix. swapaxes returns a view: the caller's x is never written to.
+    TODO:
+      1. Unpack the sizes: B, T, D = x.shape, and H = n_heads.
+      2. If D % H != 0, raise ValueError with a message that names both numbers.
+      3. K = D // H. Reshape (B, T, D) -> (B, T, H, K): each row of D splits into H blocks of K.
+      4. Move the head axis before T: (B, T, H, K) -> (B, H, T, K) with np.swapaxes(x, 1, 2).
+         (A reshape straight to (B, H, T, K) mixes positions and heads: the swap is required.)
     """
+    ### BEGIN SOLUTION
+    # The check comes first: when H does not divide D there is no right answer, and a message
+    # with both numbers tells the caller which argument to fix. The reshape to (B, T, H, K) only
+    # re-reads each row of D numbers as H consecutive blocks of K, so head h gets columns
+    # h*K:(h+1)*K; the swap then puts the head axis in front of the positions, so that x[:, h]
+    # is head h's (T, K) matrix. swapaxes returns a view: the caller's x is never written to.
     B, T, D = x.shape
     H = n_heads
     if D % H != 0:
@@ -94,6 +99,7 @@ def split_heads(x, n_heads):
     K = D // H
     blocks = x.reshape(B, T, H, K)  # (B, T, D) -> (B, T, H, K)
     return np.swapaxes(blocks, 1, 2)  # (B, T, H, K) -> (B, H, T, K)
+    ### END SOLUTION
 
 
 def merge_heads(x):
@@ -102,11 +108,20 @@ def merge_heads(x):
     x:       (B, H, T, K)
     returns  (B, T, H*K), same dtype as x, where out[:, :, h*K:(h+1)*K] == x[:, h]
 
-    split_heads undone, steps in reverse order. The swap brings, for each token, the H heads'
-    rows of K numbers next to each other, (B, T, H, K); the reshape then lays them side by side
-    as one row of H*K numbers, head h in columns h*K:(h+1)*K: Concat(head_1, ..., head_H). The
-    swapped array is not contiguous in memory, so the reshape copies it into a new array.
+    TODO:
+      1. Unpack the sizes: B, H, T, K = x.shape.
+      2. Move the head axis back after T: (B, H, T, K) -> (B, T, H, K) with np.swapaxes(x, 1, 2).
+      3. Reshape (B, T, H, K) -> (B, T, H*K): for each token, the H blocks of K side by side.
+         (Reshaping (B, H, T, K) straight to (B, T, H*K) glues the wrong numbers together.)
+         After the swap the array is no longer contiguous in memory; reshape copies it, which
+         is fine.
     """
+    ### BEGIN SOLUTION
+    # split_heads undone, steps in reverse order. The swap brings, for each token, the H heads'
+    # rows of K numbers next to each other, (B, T, H, K); the reshape then lays them side by side
+    # as one row of H*K numbers, head h in columns h*K:(h+1)*K: Concat(head_1, ..., head_H). The
+    # swapped array is not contiguous in memory, so the reshape copies it into a new array.
     B, H, T, K = x.shape
     by_token = np.swapaxes(x, 1, 2)  # (B, H, T, K) -> (B, T, H, K)
     return by_token.reshape(B, T, H * K)  # (B, T, H, K) -> (B, T, H*K)
+    ### END SOLUTION

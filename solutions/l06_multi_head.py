@@ -90,8 +90,6 @@ Conventions (the same in every lesson)
 
 This lesson uses your linear (lesson 1), scaled_dot_product_attention (lesson 3), split_heads and
 merge_heads (lesson 5): finish those first.
-
-Edit this file, then run `course check 6`.
 """
 
 import numpy as np
@@ -112,15 +110,30 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
       out     (B, T, D)     Concat(head_1, ..., head_H) W_O + b_o
       weights (B, H, T, S)  one attention map per head (not averaged over the heads)
 
-    The queries are projected from x_q, the keys and values from x_kv: with T != S only that
-    order gives scores of shape (T, S). `params.get` returns None for a missing bias, and
-    linear then adds nothing. split_heads turns the H*K projected features into H heads of K
-    (head h = columns h*K:(h+1)*K, the layout of the fused weights). Lesson 3's attention
-    treats (B, H) as batch axes and uses its default scale 1/sqrt(K) with K = q.shape[-1], the
-    head width. The mask is broadcast to (B, T, S) first, whatever form it came in, then gets
-    its head axis, so that its batch axis stays the batch axis. merge_heads puts the heads side
-    by side again: the Concat of the formula. Only then does w_o mix the heads.
+    TODO:
+      1. Unpack the sizes: B, T, D = x_q.shape and S = x_kv.shape[1].
+      2. Project with your linear: q from x_q with w_q, b_q; k and v from x_kv (not x_q!) with
+         w_k, b_k and w_v, b_v. params.get("b_q") gives None when a bias is absent, and
+         linear(x, w, None) adds nothing. Each result is (B, T or S, H*K).
+      3. split_heads(..., n_heads) each of q, k, v: (B, T, H*K) -> (B, H, T, K).
+      4. If a mask is given, give it the head axis: np.broadcast_to(mask, (B, T, S)) accepts
+         every allowed form ((T, S), (B, 1, S), (B, T, S)); then mask[:, None] is
+         (B, 1, T, S) and broadcasts over the heads.
+      5. heads, weights = scaled_dot_product_attention(q, k, v, mask): (B, H, T, K) and
+         (B, H, T, S). Keep its default scale: 1/sqrt(K), K the head width, is right.
+      6. merge_heads(heads): (B, H, T, K) -> (B, T, H*K), the Concat.
+      7. out = linear(concat, w_o, b_o): (B, T, H*K) -> (B, T, D). Return (out, weights), the
+         weights per head, not averaged.
     """
+    ### BEGIN SOLUTION
+    # The queries are projected from x_q, the keys and values from x_kv: with T != S only that
+    # order gives scores of shape (T, S). `params.get` returns None for a missing bias, and
+    # linear then adds nothing. split_heads turns the H*K projected features into H heads of K
+    # (head h = columns h*K:(h+1)*K, the layout of the fused weights). Lesson 3's attention
+    # treats (B, H) as batch axes and uses its default scale 1/sqrt(K) with K = q.shape[-1], the
+    # head width. The mask is broadcast to (B, T, S) first, whatever form it came in, then gets
+    # its head axis, so that its batch axis stays the batch axis. merge_heads puts the heads side
+    # by side again: the Concat of the formula. Only then does w_o mix the heads.
     B, T, D = x_q.shape
     _, S, _ = x_kv.shape
     q = linear(x_q, params["w_q"], params.get("b_q"))  # (B, T, D) -> (B, T, H*K)
@@ -136,6 +149,7 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
     concat = merge_heads(heads)  # (B, H, T, K) -> (B, T, H*K)
     out = linear(concat, params["w_o"], params.get("b_o"))  # (B, T, H*K) -> (B, T, D)
     return out, weights
+    ### END SOLUTION
 
 
 def multi_head_attention_loop(x_q, x_kv, params, n_heads, mask=None):
@@ -144,13 +158,23 @@ def multi_head_attention_loop(x_q, x_kv, params, n_heads, mask=None):
     Same arguments as multi_head_attention; returns out (B, T, D) only.
     Head i uses W_Qi = w_q[:, i*K:(i+1)*K] (and the same columns of w_k, w_v and of the biases).
 
-    Each head is a full attention of its own: project with its (D, K) slices, attend on 3-D
-    (B, T, K) arrays, where a mask broadcastable to (B, T, S) or (T, S) fits the (B, T, S)
-    scores as it is. Head i's slice is the contiguous block i*K:(i+1)*K, not every H-th column
-    (i::H): the fused matrix puts each head's K columns side by side. The H outputs are
-    concatenated along the features, in head order, and only that concatenation goes through
-    W_O: W_O is one (H*K, D) matrix that mixes all the heads, not H separate ones.
+    TODO:
+      1. The head width: K = params["w_q"].shape[1] // n_heads.
+      2. For each head i, cols = slice(i*K, (i+1)*K), a contiguous block (not i::H):
+         q_i = linear(x_q, w_q[:, cols], b_q[cols]) (B, T, K), and k_i, v_i from x_kv with the
+         same columns of w_k, w_v (B, S, K). A bias that is None stays None.
+      3. head_i, _ = scaled_dot_product_attention(q_i, k_i, v_i, mask): (B, T, K). On these 3-D
+         arrays the mask fits as it is. Collect the heads in a list, in order.
+      4. np.concatenate(heads, axis=-1): the Concat, (B, T, H*K).
+      5. Return linear(concat, w_o, b_o): (B, T, D). W_O sees all heads at once.
     """
+    ### BEGIN SOLUTION
+    # Each head is a full attention of its own: project with its (D, K) slices, attend on 3-D
+    # (B, T, K) arrays, where a mask broadcastable to (B, T, S) or (T, S) fits the (B, T, S)
+    # scores as it is. Head i's slice is the contiguous block i*K:(i+1)*K, not every H-th column
+    # (i::H): the fused matrix puts each head's K columns side by side. The H outputs are
+    # concatenated along the features, in head order, and only that concatenation goes through
+    # W_O: W_O is one (H*K, D) matrix that mixes all the heads, not H separate ones.
     B, T, D = x_q.shape
     HK = params["w_q"].shape[1]
     K = HK // n_heads
@@ -165,6 +189,7 @@ def multi_head_attention_loop(x_q, x_kv, params, n_heads, mask=None):
         heads.append(head_i)
     concat = np.concatenate(heads, axis=-1)  # H arrays (B, T, K) -> (B, T, H*K)
     return linear(concat, params["w_o"], params.get("b_o"))  # (B, T, H*K) -> (B, T, D)
+    ### END SOLUTION
 
 
 def params_from_torch(state, n_heads):
@@ -176,13 +201,24 @@ def params_from_torch(state, n_heads):
     returns  dict with w_q, w_k, w_v (D, D), w_o (D, D) stored (d_in, d_out), and b_q, b_k,
              b_v, b_o (D,) when the state has biases (no b_* entries otherwise)
 
-    in_proj_weight stacks three (D, D) blocks, rows 0:D for the queries, D:2D for the keys and
-    2D:3D for the values, each stored (d_out, d_in): transposing a block gives the course's
-    (d_in, d_out) weight. The bias splits the same way and needs no transpose. PyTorch gives
-    head i the outputs i*K:(i+1)*K of each projection, which after the transpose are the
-    columns i*K:(i+1)*K: the course's layout, so n_heads only has to divide D. np.array(...)
-    copies, so the caller's state is never shared or changed.
+    TODO:
+      1. D = state["in_proj_weight"].shape[1].
+      2. Split in_proj_weight into its three (D, D) blocks, in the order Q, K, V: rows 0:D,
+         D:2D, 2D:3D.
+      3. Transpose each block (PyTorch stores (d_out, d_in), the course (d_in, d_out)), and
+         out_proj.weight too. Heads need no reordering: PyTorch's head i owns outputs
+         i*K:(i+1)*K too.
+      4. If the state has in_proj_bias, split it the same way into b_q, b_k, b_v (biases are
+         not transposed); if it has out_proj.bias, that is b_o. Without them, add no b_* keys.
+      5. Return new arrays (np.array(...) copies): never change the caller's state.
     """
+    ### BEGIN SOLUTION
+    # in_proj_weight stacks three (D, D) blocks, rows 0:D for the queries, D:2D for the keys and
+    # 2D:3D for the values, each stored (d_out, d_in): transposing a block gives the course's
+    # (d_in, d_out) weight. The bias splits the same way and needs no transpose. PyTorch gives
+    # head i the outputs i*K:(i+1)*K of each projection, which after the transpose are the
+    # columns i*K:(i+1)*K: the course's layout, so n_heads only has to divide D. np.array(...)
+    # copies, so the caller's state is never shared or changed.
     w_in = state["in_proj_weight"]  # (3D, D), stored (d_out, d_in)
     D = w_in.shape[1]
     if D % n_heads:
@@ -204,3 +240,4 @@ def params_from_torch(state, n_heads):
     if state.get("out_proj.bias") is not None:
         params["b_o"] = np.array(state["out_proj.bias"])  # (D,)
     return params
+    ### END SOLUTION

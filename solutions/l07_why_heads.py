@@ -100,8 +100,6 @@ Conventions (the same in every lesson)
   w_k and w_v (D, G*K), w_o (H*K, D), optional b_q, b_k, b_v, b_o. Head h owns columns
   h*K:(h+1)*K.
 - Masks are boolean, True = may attend. The scale is 1/sqrt(K).
-
-Edit this file, then run `course check 7`.
 """
 
 import numpy as np
@@ -119,11 +117,23 @@ def count_parameters(d_model, n_heads, n_kv_heads=None, bias=True):
     returns an int: D*D + 2*D*G*K + D*D weights, plus D + 2*G*K + D biases when bias is True
     raises ValueError naming the numbers when D % H != 0 or H % G != 0
 
-    Count shapes, not heads. W_Q is (D, H*K) and W_O is (H*K, D), and H*K = D: both are D x D
-    whatever H is. Only W_K and W_V shrink when key/value heads are shared: they produce G heads
-    of width K, (D, G*K). The biases have one entry per output feature. Integer division (//)
-    keeps every number an int; / would turn the count into a float.
+    TODO:
+      1. Name the sizes: D, H = d_model, n_heads, and G = H when n_kv_heads is None, else
+         n_kv_heads.
+      2. If D % H != 0 or H % G != 0, raise ValueError with a message that names the numbers,
+         e.g. f"d_model={D} is not divisible by n_heads={H}".
+      3. K = D // H. Use //: with / every count after it becomes a float.
+      4. Add up the weight shapes: W_Q (D, H*K), W_K (D, G*K), W_V (D, G*K), W_O (H*K, D).
+         Count whole matrices, not heads: H*K = D, so W_Q and W_O are D x D for every H.
+      5. If bias: add b_q (H*K,), b_k (G*K,), b_v (G*K,) and b_o (D,).
+      6. Return the total, an int. Check: count_parameters(12, 3) == 4*12*12 + 4*12 == 624, and
+         it stays 624 for n_heads = 1, 2, 4, 6, 12.
     """
+    ### BEGIN SOLUTION
+    # Count shapes, not heads. W_Q is (D, H*K) and W_O is (H*K, D), and H*K = D: both are D x D
+    # whatever H is. Only W_K and W_V shrink when key/value heads are shared: they produce G heads
+    # of width K, (D, G*K). The biases have one entry per output feature. Integer division (//)
+    # keeps every number an int; / would turn the count into a float.
     D, H = d_model, n_heads
     G = H if n_kv_heads is None else n_kv_heads
     if H <= 0 or G <= 0:
@@ -136,6 +146,7 @@ def count_parameters(d_model, n_heads, n_kv_heads=None, bias=True):
     weights = D * (H * K) + D * (G * K) + D * (G * K) + (H * K) * D  # W_Q, W_K, W_V, W_O
     biases = (H * K) + (G * K) + (G * K) + D if bias else 0  # b_q, b_k, b_v, b_o
     return weights + biases
+    ### END SOLUTION
 
 
 def make_inputs(tokens, vocab_size, max_len):
@@ -189,15 +200,36 @@ def two_head_weights(vocab_size, max_len):
     Fed x = make_inputs(tokens, V, L) with a causal mask, multi-head attention with these params
     must give target_outputs(tokens, V, L) at every position t >= 2, to within 1e-3.
 
-    Head h (h = 0, 1) owns columns h*K:(h+1)*K of w_q, w_k and w_v and looks offset = h + 1
-    positions back. Its queries and keys read only the position rows V .. V+L-1 of x: position t
-    asks with SCORE * sqrt(K) * e_t and position s answers with e_(s + offset), so the only key
-    whose dot product is not zero is s = t - offset, and after the 1/sqrt(K) scaling its score is
-    SCORE. (Keys s >= L - offset are never the answer to any query: they stay zero.) The values
-    read only the token rows 0 .. V-1, copied into the head's first V features. merge_heads puts
-    head h's K features in columns h*K:(h+1)*K, which are exactly the half of the output it must
-    fill: W_O is the identity.
+    TODO:
+      1. V, L = vocab_size, max_len; K = V + L (the head width) and D = 2 * K. Start from
+         four (D, D) matrices of zeros: w_q, w_k, w_v, w_o.
+      2. For each head h in (0, 1), with offset = h + 1 (h = 0 is head 1 of the text, looking
+         one back; h = 1 is head 2, looking two back): head h owns columns h*K .. h*K + K - 1 of
+         w_q, w_k and w_v. Row i of a weight is what feature i of x contributes; x's feature
+         V + t is 1 exactly at position t.
+      3. Queries read the position: for every t in 0 .. L-1, row V + t of w_q puts
+         SCORE * np.sqrt(K) in column h*K + t (position t asks with SCORE * sqrt(K) * e_t).
+      4. Keys read the position, shifted: for every s in 0 .. L-1-offset, row V + s of w_k puts 1
+         in column h*K + s + offset (position s answers to the query of position s + offset).
+         Then the scaled score q . k / sqrt(K) is SCORE for the key t - offset and 0 for every
+         other key: the softmax puts weight 1 on it, up to exp(-50).
+      5. Values read the token: for every j in 0 .. V-1, row j of w_v puts 1 in column h*K + j
+         (the token code, not the position code, lands in the head's first V features).
+      6. W_O: merge_heads puts head h's K features in columns h*K .. h*K + K - 1 of the (H*K)
+         concatenation, and that is exactly the half of the output head h must fill. Which
+         (H*K, D) matrix leaves them where they are?
+      7. Return {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o} (no biases needed).
+         Try it with your lesson 6 (see the top of this file) before `course check 7`.
     """
+    ### BEGIN SOLUTION
+    # Head h (h = 0, 1) owns columns h*K:(h+1)*K of w_q, w_k and w_v and looks offset = h + 1
+    # positions back. Its queries and keys read only the position rows V .. V+L-1 of x: position t
+    # asks with SCORE * sqrt(K) * e_t and position s answers with e_(s + offset), so the only key
+    # whose dot product is not zero is s = t - offset, and after the 1/sqrt(K) scaling its score is
+    # SCORE. (Keys s >= L - offset are never the answer to any query: they stay zero.) The values
+    # read only the token rows 0 .. V-1, copied into the head's first V features. merge_heads puts
+    # head h's K features in columns h*K:(h+1)*K, which are exactly the half of the output it must
+    # fill: W_O is the identity.
     V, L = vocab_size, max_len
     K = V + L  # head width: room for a whole [token | position] code
     D = 2 * K
@@ -212,6 +244,7 @@ def two_head_weights(vocab_size, max_len):
             w_v[j, first + j] = 1.0
     w_o = np.eye(D)  # (H*K, D): head h's features land in the output's half h
     return {"w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
+    ### END SOLUTION
 
 
 def single_head_error(vocab_size, a):

@@ -65,8 +65,6 @@ merge_heads (lesson 5): finish those first. PyTorch computes the same attention 
 `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)`,
 q (B, H, T, K), k and v (B, G, S, K), the mask with its head axis (B, 1, T, S): it
 repeat-interleaves k and v itself.
-
-Edit this file, then run `course check 8`.
 """
 
 import numpy as np
@@ -83,13 +81,21 @@ def kv_head_for_query_head(n_heads, n_kv_heads):
     returns     an integer array (H,): entry i is the key/value head of query head i
     raises      ValueError naming both numbers when G does not divide H
 
-    The query heads are cut into G groups of H // G consecutive heads, group g using key/value
-    head g. Integer division by the group size numbers the groups: i // (H // G) is 0 for the
-    first H // G heads, 1 for the next ones, and so on. (i % G would deal the heads out in turn,
-    0, 1, 2, 0, 1, 2: the order np.tile gives, and the wrong one.) `//` keeps integers, so the
-    answer can index an array. When G does not divide H the heads cannot be grouped evenly and
-    H // G would silently drop some, so the function refuses.
+    TODO:
+      1. If n_heads % n_kv_heads is not 0, raise a ValueError that names both numbers, e.g.
+         ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}").
+      2. The group size, the number of query heads per key/value head, is n_heads // n_kv_heads.
+      3. Return np.arange(n_heads) // group. Use `//`: the result indexes arrays, so it must stay
+         integer. (Not np.arange(n_heads) % n_kv_heads: that deals the heads out in turn,
+         0, 1, 2, 0, 1, 2, instead of grouping consecutive ones.)
     """
+    ### BEGIN SOLUTION
+    # The query heads are cut into G groups of H // G consecutive heads, group g using key/value
+    # head g. Integer division by the group size numbers the groups: i // (H // G) is 0 for the
+    # first H // G heads, 1 for the next ones, and so on. (i % G would deal the heads out in turn,
+    # 0, 1, 2, 0, 1, 2: the order np.tile gives, and the wrong one.) `//` keeps integers, so the
+    # answer can index an array. When G does not divide H the heads cannot be grouped evenly and
+    # H // G would silently drop some, so the function refuses.
     if n_heads % n_kv_heads:
         raise ValueError(
             f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}: "
@@ -97,6 +103,7 @@ def kv_head_for_query_head(n_heads, n_kv_heads):
         )
     group = n_heads // n_kv_heads  # H // G query heads per key/value head
     return np.arange(n_heads) // group  # (H,): 0, ..., 0, 1, ..., 1, ..., G-1
+    ### END SOLUTION
 
 
 def repeat_kv(x, n_rep):
@@ -106,14 +113,21 @@ def repeat_kv(x, n_rep):
     n_rep: how many query heads share each key/value head, H // G
     returns (B, G*n_rep, S, K) where out[:, h] == x[:, h // n_rep]
 
-    np.repeat copies each entry along the given axis n_rep times before moving on to the next,
-    which is exactly the grouping of the query heads: repeated head h is x[:, h // n_rep], the
-    same map as kv_head_for_query_head. The axis must be 1, the heads; without axis= np.repeat
-    would flatten the array. np.tile would repeat the whole block of heads instead (0, 1, 0, 1).
-    The result is a new array, so x is never written to.
+    TODO:
+      1. Unpack B, G, S, K = x.shape (handy to check your shapes).
+      2. Return np.repeat(x, n_rep, axis=1): (B, G, S, K) -> (B, G*n_rep, S, K). Give the axis:
+         without it np.repeat flattens the array, and axis 1 is the heads.
+         Not np.tile(x, (1, n_rep, 1, 1)): it repeats the whole block of heads, 0, 1, 0, 1.
     """
+    ### BEGIN SOLUTION
+    # np.repeat copies each entry along the given axis n_rep times before moving on to the next,
+    # which is exactly the grouping of the query heads: repeated head h is x[:, h // n_rep], the
+    # same map as kv_head_for_query_head. The axis must be 1, the heads; without axis= np.repeat
+    # would flatten the array. np.tile would repeat the whole block of heads instead (0, 1, 0, 1).
+    # The result is a new array, so x is never written to.
     B, G, S, K = x.shape
     return np.repeat(x, n_rep, axis=1)  # (B, G, S, K) -> (B, G*n_rep, S, K)
+    ### END SOLUTION
 
 
 def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
@@ -131,19 +145,36 @@ def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
       weights (B, H, T, S)  one attention map per QUERY head
     raises ValueError naming the numbers when G does not divide H or H does not divide D
 
-    The sizes are checked before anything is computed, so a bad configuration gets a clear
-    message rather than a broadcasting error deep inside numpy. The queries are projected into
-    H heads as in lesson 6; the keys and values into only G heads of the same width K
-    (split_heads(k, G) reads the G*K features as G heads of K). repeat_kv then copies each
-    key/value head H // G times, in place, so that repeated head i is key/value head
-    i // (H // G), and from there it is lesson 6's multi-head attention: lesson 3's attention
-    treats (B, H) as batch axes and scales by 1/sqrt(K), K = q.shape[-1], the head width (not
-    D, not G*K). The weights come out per query head, (B, H, T, S): query heads that share keys
-    still ask different questions. The mask is broadcast to (B, T, S) and given a head axis so
-    that its batch axis stays the batch axis.
-
-    (Indexing with the map instead, k[:, kv_head_for_query_head(H, G)], gives the same array.)
+    TODO:
+      1. Unpack B, T, D = x_q.shape and S = x_kv.shape[1]; call H = n_heads, G = n_kv_heads.
+      2. Check the sizes before computing anything: if H % G, raise
+         ValueError(f"n_heads={H} is not divisible by n_kv_heads={G}"); if D % H, raise a
+         ValueError naming D and H the same way. n_rep = H // G (not G // H).
+      3. Project as in lesson 6, with linear and params.get("b_q") etc. (None when absent):
+         q from x_q with w_q -> (B, T, H*K); k and v from x_kv with w_k, w_v -> (B, S, G*K).
+      4. split_heads: q into H heads (B, H, T, K); k and v into G heads (B, G, S, K).
+      5. Repeat BOTH k and v with repeat_kv(..., n_rep): (B, G, S, K) -> (B, H, S, K).
+      6. If a mask is given, broadcast it to (B, T, S) and give it a head axis: mask[:, None] is
+         (B, 1, T, S), the same for every head.
+      7. heads, weights = scaled_dot_product_attention(q, k, v, mask): its default scale is
+         1/sqrt(K), K = q.shape[-1], the head width, which is right here (not D, not G*K).
+         The weights are (B, H, T, S): keep one map per query head.
+      8. merge_heads(heads) -> (B, T, H*K), then linear with w_o and b_o -> (B, T, D).
+      9. Return (out, weights).
     """
+    ### BEGIN SOLUTION
+    # The sizes are checked before anything is computed, so a bad configuration gets a clear
+    # message rather than a broadcasting error deep inside numpy. The queries are projected into
+    # H heads as in lesson 6; the keys and values into only G heads of the same width K
+    # (split_heads(k, G) reads the G*K features as G heads of K). repeat_kv then copies each
+    # key/value head H // G times, in place, so that repeated head i is key/value head
+    # i // (H // G), and from there it is lesson 6's multi-head attention: lesson 3's attention
+    # treats (B, H) as batch axes and scales by 1/sqrt(K), K = q.shape[-1], the head width (not
+    # D, not G*K). The weights come out per query head, (B, H, T, S): query heads that share keys
+    # still ask different questions. The mask is broadcast to (B, T, S) and given a head axis so
+    # that its batch axis stays the batch axis.
+    #
+    # (Indexing with the map instead, k[:, kv_head_for_query_head(H, G)], gives the same array.)
     B, T, D = x_q.shape
     _, S, _ = x_kv.shape
     H, G = n_heads, n_kv_heads
@@ -170,3 +201,4 @@ def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
     concat = merge_heads(heads)  # (B, H, T, K) -> (B, T, H*K)
     out = linear(concat, params["w_o"], params.get("b_o"))  # (B, T, H*K) -> (B, T, D)
     return out, weights
+    ### END SOLUTION

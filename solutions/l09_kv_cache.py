@@ -75,8 +75,6 @@ Conventions (the same in every lesson)
 
 This lesson uses your earlier lessons: linear (1), scaled_dot_product_attention (3),
 causal_mask (4), split_heads and merge_heads (5), repeat_kv (8). Finish those first.
-
-Edit this file, then run `course check 9`.
 """
 
 import numpy as np
@@ -101,19 +99,27 @@ def kv_cache_bytes(batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_val
     Check yourself: GPT-3 175B (96 layers, 96 heads, head_dim 128) in fp16 needs
     kv_cache_bytes(1, 1, 96, 96, 128) == 4_718_592 bytes for every token of every sequence.
 
-    One layer caches, for one sequence and one position, a key AND a value (the factor 2) for
-    each of its n_kv_heads heads, head_dim numbers each. Every position of every sequence in
-    every layer has its own, so the count is a plain product. Python ints never overflow, so
-    the product of int arguments is exact however large the cache.
-
-        GPT-3 175B, fp16:   2 * 96 * 96 * 128 * 2 = 4,718,592 bytes per token (4.5 MiB)
-        same, with GQA-8:   2 * 96 *  8 * 128 * 2 =   393,216 bytes per token (12 times less)
-        Llama 2 70B, fp16:  2 * 80 *  8 * 128 * 2 =   327,680 bytes per token (320 KiB)
-        80 GiB / 320 KiB = 262,144 tokens = 64 sequences of 4,096 tokens
+    TODO:
+      1. Count the numbers one layer stores for one sequence and one position: a key and a value
+         (that is the 2) for each of the n_kv_heads heads, head_dim numbers each.
+      2. Multiply by the positions (seq_len), the sequences (batch) and the layers (n_layers).
+      3. Multiply by bytes_per_value and return the product. With int arguments, `*` keeps it an
+         exact Python int.
     """
+    ### BEGIN SOLUTION
+    # One layer caches, for one sequence and one position, a key AND a value (the factor 2) for
+    # each of its n_kv_heads heads, head_dim numbers each. Every position of every sequence in
+    # every layer has its own, so the count is a plain product. Python ints never overflow, so
+    # the product of int arguments is exact however large the cache.
+    #
+    #     GPT-3 175B, fp16:   2 * 96 * 96 * 128 * 2 = 4,718,592 bytes per token (4.5 MiB)
+    #     same, with GQA-8:   2 * 96 *  8 * 128 * 2 =   393,216 bytes per token (12 times less)
+    #     Llama 2 70B, fp16:  2 * 80 *  8 * 128 * 2 =   327,680 bytes per token (320 KiB)
+    #     80 GiB / 320 KiB = 262,144 tokens = 64 sequences of 4,096 tokens
     per_position = 2 * n_kv_heads * head_dim  # one key and one value per key/value head
     values = per_position * seq_len * batch * n_layers  # every position, sequence and layer
     return values * bytes_per_value
+    ### END SOLUTION
 
 
 def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
@@ -134,22 +140,44 @@ def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
     gives at step t exactly row t of lesson 8's
     grouped_query_attention(x, x, params, H, G, mask=causal_mask(T)).
 
-    Only the new tokens are projected: the keys and values of the S earlier positions are in
-    the cache already, and a causal model never changes them. The new keys and values are split
-    into the G key/value heads and appended after the cached ones along axis 2, the positions.
-    np.concatenate builds new arrays, so the caller's caches stay as they were: a caller may
-    keep an old cache to branch from it (beam search, a retried sampling step).
-
-    The returned caches keep G heads. repeat_kv copies them to H heads only for the attention
-    itself (query head h reads key/value head h // (H // G)); storing the copies would throw
-    away the memory GQA saves.
-
-    The new queries are the last T_new of the S + T_new positions, so the bottom-right
-    causal_mask(T_new, S + T_new) lets new query i see every cached position and the new ones
-    up to itself. Its own key must be among them: the cache is extended BEFORE attending. For
-    one new token the mask is all True; for a prefill from an empty cache (S = 0) it is the
-    plain lower triangle. The scale is the default 1/sqrt(K), K the head width.
+    TODO:
+      1. Unpack the sizes: B, T_new, D = x_t.shape and _, G, S, K = cache_k.shape; H = n_heads.
+         If H % n_kv_heads != 0, or the caches do not have n_kv_heads heads on axis 1, raise a
+         ValueError naming the numbers.
+      2. Project the new tokens only, with linear (lesson 1): q = linear(x_t, w_q, b_q) and the
+         same for k (w_k, b_k) and v (w_v, b_v). The biases are optional: params.get("b_q").
+      3. Split into heads with split_heads (lesson 5): q (B, T_new, H*K) -> (B, H, T_new, K);
+         k and v (B, T_new, G*K) -> (B, G, T_new, K): G heads, not H.
+      4. Append along the positions, axis 2: np.concatenate([cache_k, k], axis=2) gives
+         (B, G, S + T_new, K); the same for v. These are new arrays: never write into the caches
+         passed in (the caller may still need them).
+      5. Repeat the extended caches to H heads with repeat_kv(cache, H // G) (lesson 8), for
+         attention only: the caches you return keep their G heads.
+      6. Build the mask causal_mask(T_new, S + T_new) (lesson 4): new query i sees every cached
+         position and the new positions up to itself, its OWN key and value included. For
+         T_new = 1 it allows everything.
+      7. out, _ = scaled_dot_product_attention(q, k_rep, v_rep, mask) (lesson 3), with the default
+         scale 1/sqrt(K): (B, H, T_new, K).
+      8. merge_heads (lesson 5): (B, H, T_new, K) -> (B, T_new, H*K), then linear with w_o, b_o:
+         -> (B, T_new, D).
+      9. Return (out_t, new cache_k, new cache_v), in that order.
     """
+    ### BEGIN SOLUTION
+    # Only the new tokens are projected: the keys and values of the S earlier positions are in
+    # the cache already, and a causal model never changes them. The new keys and values are split
+    # into the G key/value heads and appended after the cached ones along axis 2, the positions.
+    # np.concatenate builds new arrays, so the caller's caches stay as they were: a caller may
+    # keep an old cache to branch from it (beam search, a retried sampling step).
+    #
+    # The returned caches keep G heads. repeat_kv copies them to H heads only for the attention
+    # itself (query head h reads key/value head h // (H // G)); storing the copies would throw
+    # away the memory GQA saves.
+    #
+    # The new queries are the last T_new of the S + T_new positions, so the bottom-right
+    # causal_mask(T_new, S + T_new) lets new query i see every cached position and the new ones
+    # up to itself. Its own key must be among them: the cache is extended BEFORE attending. For
+    # one new token the mask is all True; for a prefill from an empty cache (S = 0) it is the
+    # plain lower triangle. The scale is the default 1/sqrt(K), K the head width.
     B, T_new, D = x_t.shape
     H, G = n_heads, n_kv_heads
     if H % G != 0:
@@ -180,3 +208,4 @@ def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
     out = merge_heads(out)  # (B, H, T_new, K) -> (B, T_new, H*K)
     out = linear(out, params["w_o"], params.get("b_o"))  # (B, T_new, H*K) -> (B, T_new, D)
     return out, new_k, new_v
+    ### END SOLUTION

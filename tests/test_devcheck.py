@@ -1,7 +1,9 @@
-"""`course dev check` passes on this tree and lists what is wrong in a broken copy of it."""
+"""`course dev check` passes on this tree and lists what is wrong in a broken copy of it;
+`course dev skeletons` generates every skeleton from its solution, the lesson's single source."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from course import lesson_source
+from course.catalog import load_catalog
 from course.cli import dev as cli_dev
 from course.instructor import devcheck
 from tests.helpers import REPO
@@ -28,10 +32,10 @@ COPIED = (
 )
 
 
-def run_cli(*args: str):
+def run_cli(*args: str, command: str = "check"):
     app = typer.Typer()
     cli_dev.register(app)
-    return CliRunner().invoke(app, ["dev", "check", *args])
+    return CliRunner().invoke(app, ["dev", command, *args])
 
 
 def ids(problems: list[devcheck.Problem]) -> set[tuple[str, str]]:
@@ -134,59 +138,169 @@ def test_a_skeleton_solved_by_accident_is_reported(repo):
     problems = devcheck.check(repo)
     assert ids(problems) == {
         ("skeleton-not-stub", "lessons/l02_softmax.py"),
-        ("missing-todo", "lessons/l02_softmax.py"),
+        ("skeleton-stale", "lessons/l02_softmax.py"),
     }
     solved = next(p for p in problems if p.id == "skeleton-not-stub")
     assert "(passed)" in solved.message and "solved by accident" in solved.message
 
 
-def test_a_different_signature_is_reported(repo):
+def test_the_generator_reproduces_every_checked_in_skeleton_byte_for_byte():
+    lessons = load_catalog().available()
+    assert len(lessons) >= 9
+    for lesson in lessons:
+        source = lesson.solution.read_text(encoding="utf-8")
+        generated = lesson_source.skeleton(source, lesson, lesson.file_name)
+        assert generated.encode("utf-8") == lesson.skeleton.read_bytes(), lesson.module
+        assert lesson_source.BEGIN not in generated and lesson_source.END not in generated
+        assert (ast.get_docstring(ast.parse(generated)) or "").endswith(lesson_source.edit_line(lesson))
+
+
+def test_a_skeleton_is_the_solution_with_each_region_stubbed_at_its_indentation():
+    lesson = load_catalog().by_module("l02_softmax")
+    source = '''"""Lesson text.
+"""
+
+import numpy as np
+
+
+def helper(x):
+    return x + 1
+
+
+def softmax(x, axis=-1):
+    """Softmax.
+
+    TODO:
+      1. Do it.
+    """
+    ### BEGIN SOLUTION
+    # Why: the explanation.
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+    ### END SOLUTION
+'''
+    assert (
+        lesson_source.skeleton(source, lesson)
+        == '''"""Lesson text.
+
+Edit this file, then run `course check 2`.
+"""
+
+import numpy as np
+
+
+def helper(x):
+    return x + 1
+
+
+def softmax(x, axis=-1):
+    """Softmax.
+
+    TODO:
+      1. Do it.
+    """
+    raise NotImplementedError
+'''
+    )
+    split = lesson_source.parse(source)
+    assert split.text == "Lesson text." and split.header == "import numpy as np\n"
+    assert [(f.name, f.regions) for f in split.functions] == [("helper", 0), ("softmax", 1)]
+    assert split.functions[1].solution.endswith("    ### END SOLUTION")
+    assert split.functions[1].skeleton.endswith('    """\n    raise NotImplementedError')
+    shown = lesson_source.without_markers(source)  # what `course solution` prints
+    assert "### " not in shown and "# Why: the explanation." in shown and "1. Do it." in shown
+
+
+def test_an_edited_solution_makes_the_skeleton_stale_until_the_command_writes_it(repo):
     edit(
         repo / "solutions" / "l01_projections.py",
         "def linear(x, w, b=None):",
         "def linear(x, w, b=None, out=None):",
     )
-    problems = devcheck.check(repo)
-    assert ids(problems) == {("signature-differs", "solutions/l01_projections.py")}
-    assert "linear(x, w, b=None, out=None)" in problems[0].message
-    assert "linear(x, w, b=None)" in problems[0].message
+    (repo / "lessons" / "l03_attention.py").unlink()
+    problems = devcheck.check(repo, grade=False)
+    assert ids(problems) == {
+        ("skeleton-stale", "lessons/l01_projections.py"),
+        ("missing-file", "lessons/l03_attention.py"),
+    }
+    stale = next(p for p in problems if p.id == "skeleton-stale")
+    assert "course dev skeletons" in stale.message and "edit the solution" in stale.message
+    done = run_cli("--root", str(repo), command="skeletons")
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines() == [
+        "wrote lessons/l01_projections.py",
+        "wrote lessons/l03_attention.py",
+        f"course dev skeletons: 2 skeleton(s) changed in {repo.resolve()}.",
+    ]
+    assert "def linear(x, w, b=None, out=None):" in (repo / "lessons" / "l01_projections.py").read_text()
+    assert (repo / "lessons" / "l03_attention.py").read_bytes() == (
+        REPO / "lessons" / "l03_attention.py"
+    ).read_bytes()
+    assert devcheck.check(repo, grade=False) == []
+    again = run_cli("--root", str(repo), command="skeletons")
+    assert again.exit_code == 0 and "no skeleton(s) changed" in again.output
 
 
-def test_a_different_first_docstring_line_and_a_missing_function_are_reported(repo):
-    solution = repo / "solutions" / "l05_heads.py"
-    edit(solution, "def merge_heads(x):", "def merge_heads_(x):")
-    edit(
-        repo / "solutions" / "l04_masks.py",
-        '    """The logical and of any number of masks',
-        '    """The logical and of many masks',
+def test_an_edited_skeleton_is_reported_stale(repo):
+    edit(repo / "lessons" / "l02_softmax.py", "a softmax that never overflows", "a stable softmax")
+    problems = devcheck.check(repo, grade=False)
+    assert ids(problems) == {("skeleton-stale", "lessons/l02_softmax.py")}
+    assert "solutions/l02_softmax.py" in problems[0].message
+
+
+def test_an_exercise_without_a_solution_region_is_reported(repo):
+    solution = repo / "solutions" / "l04_masks.py"
+    text = solution.read_text()
+    start = text.index("def padding_mask(")
+    begin = text.index("    ### BEGIN SOLUTION\n", start)
+    end = text.index("    ### END SOLUTION\n", start)
+    solution.write_text(
+        text[:begin] + text[begin:end].replace("### BEGIN SOLUTION", "# solved") + text[end + 21 :]
     )
     problems = devcheck.check(repo, grade=False)
     assert ids(problems) == {
-        ("public-function-differs", "solutions/l05_heads.py"),
-        ("public-function-differs", "lessons/l05_heads.py"),
-        ("docstring-differs", "solutions/l04_masks.py"),
+        ("missing-solution-region", "solutions/l04_masks.py"),
+        ("skeleton-stale", "lessons/l04_masks.py"),
+    }
+    missing = next(p for p in problems if p.id == "missing-solution-region")
+    assert missing.message.startswith("padding_mask has no solution region")
+
+
+def test_an_unclosed_solution_region_is_one_problem_naming_the_line(repo):
+    solution = repo / "solutions" / "l05_heads.py"
+    text = solution.read_text()
+    solution.write_text(text[::-1].replace("### END SOLUTION"[::-1], "# end"[::-1], 1)[::-1])
+    problems = devcheck.check(repo, grade=False)
+    assert ids(problems) == {("solution-region-error", "solutions/l05_heads.py")}
+    assert "never ends" in problems[0].message and "line " in problems[0].message
+    done = run_cli("--root", str(repo), command="skeletons")
+    assert done.exit_code == 1 and "never ends" in done.output
+
+
+def test_a_missing_function_is_reported(repo):
+    edit(repo / "solutions" / "l05_heads.py", "def merge_heads(x):", "def merge_heads_(x):")
+    problems = devcheck.check(repo, grade=False)
+    assert ids(problems) == {
+        ("missing-function", "solutions/l05_heads.py"),
+        ("skeleton-stale", "lessons/l05_heads.py"),
     }
 
 
 def test_a_missing_todo_list_is_reported(repo):
-    skeleton = repo / "lessons" / "l01_projections.py"
     edit(
-        skeleton,
+        repo / "solutions" / "l01_projections.py",
         """    TODO:
       1. Unpack H, D, K = w_heads.shape.
       2. Move the head axis after D: (H, D, K) -> (D, H, K).""",
         "    Steps:",
     )
-    problems = devcheck.check(repo)
-    assert ids(problems) == {("missing-todo", "lessons/l01_projections.py")}
-    assert problems[0].message.startswith("fuse_head_weights's docstring has no numbered TODO")
-
-
-def test_a_changed_lesson_text_in_a_solution_is_reported_against_the_skeleton(repo):
-    edit(repo / "solutions" / "l02_softmax.py", "a softmax that never overflows", "a stable softmax")
     problems = devcheck.check(repo, grade=False)
-    assert ids(problems) == {("module-docstring-differs", "solutions/l02_softmax.py")}
-    assert "the skeleton is the source of truth" in problems[0].message
+    assert ids(problems) == {
+        ("missing-todo", "solutions/l01_projections.py"),
+        ("skeleton-stale", "lessons/l01_projections.py"),
+    }
+    todo = next(p for p in problems if p.id == "missing-todo")
+    assert todo.message.startswith("fuse_head_weights's docstring has no numbered TODO")
 
 
 def test_stray_files_are_reported(repo):

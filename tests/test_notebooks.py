@@ -64,6 +64,8 @@ def test_the_student_notebook_holds_the_lesson_text_the_skeleton_and_no_outputs(
     assert markdown[0].startswith("# Lesson 3: scaled dot-product attention")
     assert any(text.startswith("## Masks") for text in markdown)
     assert "same checks as `course check 3`" in "\n".join(markdown)
+    assert markdown[-2].endswith("same checks as `course check 3`.")  # the text's last words, then Tests
+    assert "Edit this file" not in "\n".join(markdown)  # the skeleton's line, not the notebook's
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert all(c.outputs == [] and c.execution_count is None for c in code)
     scores = next(c.source for c in code if c.source.startswith("def attention_scores("))
@@ -136,6 +138,25 @@ def test_every_student_notebook_fails_its_test_cells_as_not_started_not_as_a_cra
         [error] = [o for o in cell.outputs if o.output_type == "error"]
         assert error.ename == "AssertionError"
         assert "is not-started" in error.evalue and "NotImplementedError" in error.evalue
+
+
+def test_the_notebooks_are_split_from_the_solution_file_alone(tmp_path):
+    """The student cells are the generated skeleton's functions; the instructor cells are the
+    solution's functions, regions and all (the solution file is nbgrader's source format)."""
+    for lesson in LESSONS:
+        student = read_nb_source(lesson, "student")
+        instructor = read_nb_source(lesson, "instructor")
+        skeleton, solution = lesson.skeleton.read_text(), lesson.solution.read_text()
+        for exercise in lesson.exercises:
+            ours = next(c for c in student if c.startswith(f"def {exercise.name}("))
+            theirs = next(c for c in instructor if c.startswith(f"def {exercise.name}("))
+            assert ours in skeleton and ours.endswith("raise NotImplementedError")
+            assert theirs in solution and theirs.rstrip().endswith(notebooks.END)
+
+
+def read_nb_source(lesson, variant: str) -> list[str]:
+    notebook = notebooks.build(lesson, CATALOG, variant)
+    return [c.source for c in notebook.cells if c.cell_type == "code"]
 
 
 def test_every_student_notebook_grades_as_not_started(tmp_path):

@@ -1,4 +1,5 @@
-"""`course dev ...`: commands for the course's maintainers (`course dev check`, run in CI).
+"""`course dev ...`: commands for the course's maintainers (`course dev check`, run in CI, and
+`course dev skeletons`, which writes lessons/ from solutions/).
 
 ``register(app)`` adds the ``dev`` group to the main `course` app. Exit codes as in ``cli``:
 0 all consistent, 1 problems found (one per line), 2 a usage error.
@@ -15,18 +16,32 @@ import typer
 from course.cli.common import fail, new_app
 
 dev = new_app("dev", "Commands for the course's maintainers.")
+RootOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--root",
+        metavar="DIR",
+        help="The course repository (default: the one this `course` is installed from).",
+    ),
+]
+
+
+def _clone(root: Path | None, command: str) -> Path:
+    from course.instructor import devcheck
+
+    folder = (root or devcheck.REPO).resolve()
+    if not (folder / "course" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
+        fail(
+            f"{folder} is not a clone of the course repository (no course/catalog.toml and "
+            f"lessons/ there): `course dev {command}` works on the course's sources, so run it from "
+            "a clone or pass --root."
+        )
+    return folder
 
 
 @dev.command(name="check")
 def check(
-    root: Annotated[
-        Path | None,
-        typer.Option(
-            "--root",
-            metavar="DIR",
-            help="The course repository to check (default: the one this `course` is installed from).",
-        ),
-    ] = None,
+    root: RootOption = None,
     no_grading: Annotated[
         bool, typer.Option("--no-grading", help="Skip grading the skeletons and solutions (the slow part).")
     ] = False,
@@ -34,13 +49,7 @@ def check(
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
     from course.instructor import devcheck
 
-    folder = (root or devcheck.REPO).resolve()
-    if not (folder / "course" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
-        fail(
-            f"{folder} is not a clone of the course repository (no course/catalog.toml and "
-            "lessons/ there): `course dev check` checks the course's sources, so run it from "
-            "a clone or pass --root."
-        )
+    folder = _clone(root, "check")
     started = time.monotonic()
     problems = devcheck.check(folder, grade=not no_grading)
     seconds = time.monotonic() - started
@@ -52,6 +61,23 @@ def check(
         typer.echo(str(problem))
     typer.echo(f"course dev check: {len(problems)} problem(s) in {folder} ({seconds:.1f} s).")
     raise typer.Exit(1)
+
+
+@dev.command(name="skeletons")
+def skeletons(root: RootOption = None) -> None:
+    """Write each lesson's skeleton in lessons/ from its solution (the solution regions become
+    `raise NotImplementedError`); lists the files it changed."""
+    from course.instructor import devcheck
+    from course.lesson_source import LessonSourceError
+
+    folder = _clone(root, "skeletons")
+    try:
+        changed = devcheck.write_skeletons(folder)
+    except LessonSourceError as error:
+        fail(str(error), 1)
+    for name in changed:
+        typer.echo(f"wrote {name}")
+    typer.echo(f"course dev skeletons: {len(changed) or 'no'} skeleton(s) changed in {folder}.")
 
 
 def register(app: typer.Typer) -> None:

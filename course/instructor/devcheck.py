@@ -2,9 +2,11 @@
 
 Every check reads a repository root given as a parameter (tests point it at a copy) and returns
 problems as data: a short id, the file concerned (relative to the root) and one sentence. The
-skeletons in ``lessons/`` are the source of truth for the lesson text; the solutions must repeat
-their module docstring, public signatures and first docstring lines. Skeletons and solutions are
-read with ``ast``, never imported; only the grader imports them, in its worker.
+solutions in ``solutions/`` are the single source of each lesson's text and code: every exercise
+function keeps the learner's docstring with numbered TODO steps and a solution region, and the
+skeleton in ``lessons/`` must be exactly what ``course.lesson_source.skeleton`` generates from it
+(`course dev skeletons`). Sources are read with ``ast`` and ``tokenize``, never imported; only the
+grader imports them, in its worker.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import lesson_source
 from course.catalog import Catalog, Lesson, _parse
 from course.engine import integrity
 from course.engine.results import NOT_STARTED, LessonResult
 
 REPO = Path(__file__).resolve().parents[2]
 UPDATE_MANIFEST = "python tools/update_grading_manifest.py"
+WRITE_SKELETONS = "course dev skeletons"
 # Folders of the repository whose every file must belong to a catalog lesson.
 TREES = ("lessons", "solutions", "tests/lessons", "tests/mistakes")
 ALLOWED = {"tests/lessons": {"fixtures"}}  # besides __pycache__, which is ignored everywhere
@@ -49,6 +53,11 @@ def lesson_files(module: str) -> dict[str, str]:
         "grading tests": f"tests/lessons/test_{module}.py",
         "classic mistakes": f"tests/mistakes/{module}.toml",
     }
+
+
+def optional_files(module: str) -> dict[str, str]:
+    """Files a lesson may have, by role (not reported as missing, nor as stray)."""
+    return {"pictures": f"tests/lessons/pictures_{module}.py"}
 
 
 def read_catalog(root: Path) -> Catalog:
@@ -115,7 +124,12 @@ def catalog_problems(catalog: Catalog) -> list[Problem]:
 
 def stray_files(root: Path, catalog: Catalog) -> list[Problem]:
     """Files in the lesson trees that no catalog lesson accounts for."""
-    known = {path for lesson in catalog.lessons for path in lesson_files(lesson.module).values()}
+    known = {
+        path
+        for lesson in catalog.lessons
+        for files in (lesson_files(lesson.module), optional_files(lesson.module))
+        for path in files.values()
+    }
     problems = []
     for tree in TREES:
         folder = root / tree
@@ -138,7 +152,8 @@ def stray_files(root: Path, catalog: Catalog) -> list[Problem]:
 
 
 def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Problem]:
-    """One lesson: its files exist, its sources agree, its skeleton and solution grade right.
+    """One lesson: its files exist, its skeleton is generated from its solution, its skeleton
+    and solution grade right.
 
     A lesson none of whose files exist yet is only announced ("coming soon") and is skipped.
     """
@@ -159,17 +174,13 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
         problems.append(
             Problem("no-exercises", "course/catalog.toml", f"{lesson.module} lists no exercises.")
         )
-    trees = {
-        role: _parse_source(root, files[role], problems) for role in ("skeleton", "solution") if present[role]
-    }
-    skeleton, solution = trees.get("skeleton"), trees.get("solution")
-    if skeleton is not None:
-        problems += todo_problems(lesson, skeleton, files["skeleton"])
-    if skeleton is not None and solution is not None:
-        problems += agreement_problems(skeleton, solution, files["skeleton"], files["solution"])
+    solution = _parse_source(root, files["solution"], problems) if present["solution"] else None
+    if solution is not None:
+        problems += todo_problems(lesson, solution, files["solution"])
+        problems += source_problems(root, lesson)
     if grade and present["grading tests"]:
         test_file = root / files["grading tests"]
-        if skeleton is not None:
+        if present["skeleton"]:
             problems += skeleton_grade_problems(lesson, root / "lessons", test_file, files["skeleton"])
         if solution is not None:
             problems += solution_grade_problems(
@@ -201,19 +212,10 @@ def public_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncF
     return found
 
 
-def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
-    return f"{node.name}({ast.unparse(node.args)}){returns}"
-
-
-def first_doc_line(node: ast.AST) -> str:
-    doc = ast.get_docstring(node) or ""  # type: ignore[arg-type]
-    return doc.strip().splitlines()[0] if doc.strip() else ""
-
-
-def todo_problems(lesson: Lesson, skeleton: ast.Module, where: str) -> list[Problem]:
-    """Each exercise function of the skeleton says what to do in numbered TODO steps."""
-    functions = public_functions(skeleton)
+def todo_problems(lesson: Lesson, solution: ast.Module, where: str) -> list[Problem]:
+    """Each exercise function says what to do in numbered TODO steps (in the solution, which
+    the skeleton copies)."""
+    functions = public_functions(solution)
     problems = []
     for exercise in lesson.exercises:
         node = functions.get(exercise.name)
@@ -240,58 +242,63 @@ def todo_problems(lesson: Lesson, skeleton: ast.Module, where: str) -> list[Prob
     return problems
 
 
-def agreement_problems(
-    skeleton: ast.Module, solution: ast.Module, skeleton_path: str, solution_path: str
-) -> list[Problem]:
-    """Same module docstring, public functions, signatures and first docstring lines."""
+def source_problems(root: Path, lesson: Lesson) -> list[Problem]:
+    """Every exercise function of the solution has a solution region, and the checked-in
+    skeleton is what the generator makes of the solution."""
+    files = lesson_files(lesson.module)
+    where, target = files["solution"], root / files["skeleton"]
+    source = (root / where).read_text(encoding="utf-8")
+    try:
+        split = lesson_source.parse(source, where)
+        generated = lesson_source.skeleton(source, lesson, where)
+    except lesson_source.LessonSourceError as error:
+        return [Problem("solution-region-error", where, str(error))]
     problems = []
-    if ast.get_docstring(skeleton, clean=False) != ast.get_docstring(solution, clean=False):
+    for exercise in lesson.exercises:
+        function = split.function(exercise.name)
+        if function is not None and not function.regions:
+            problems.append(
+                Problem(
+                    "missing-solution-region",
+                    where,
+                    f"{exercise.name} has no solution region: put its body between "
+                    f"{lesson_source.BEGIN!r} and {lesson_source.END!r} lines, so that the skeleton "
+                    "leaves it to the learner.",
+                )
+            )
+    if target.is_file() and target.read_bytes() != generated.encode("utf-8"):
         problems.append(
             Problem(
-                "module-docstring-differs",
-                solution_path,
-                f"Its module docstring differs from {skeleton_path}'s"
-                f"{_first_difference(skeleton, solution)}; "
-                "the skeleton is the source of truth for the lesson text: copy its docstring here.",
+                "skeleton-stale",
+                files["skeleton"],
+                f"It is not what {where} generates (first difference at line "
+                f"{_first_difference(target.read_text(encoding='utf-8', errors='replace'), generated)}): "
+                f"edit the solution, not the skeleton, and run `{WRITE_SKELETONS}`.",
             )
         )
-    ours, theirs = public_functions(skeleton), public_functions(solution)
-    for name in sorted(set(ours) ^ set(theirs)):
-        has, lacks = (skeleton_path, solution_path) if name in ours else (solution_path, skeleton_path)
-        problems.append(
-            Problem("public-function-differs", lacks, f"{name} is public in {has} but missing here.")
-        )
-    for name in sorted(set(ours) & set(theirs)):
-        if signature(ours[name]) != signature(theirs[name]):
-            problems.append(
-                Problem(
-                    "signature-differs",
-                    solution_path,
-                    f"{signature(theirs[name])} differs from the skeleton's {signature(ours[name])}.",
-                )
-            )
-        if first_doc_line(ours[name]) != first_doc_line(theirs[name]):
-            problems.append(
-                Problem(
-                    "docstring-differs",
-                    solution_path,
-                    f"{name}'s first docstring line "
-                    f"{first_doc_line(theirs[name])!r} differs from the skeleton's "
-                    f"{first_doc_line(ours[name])!r}.",
-                )
-            )
     return problems
 
 
-def _first_difference(skeleton: ast.Module, solution: ast.Module) -> str:
-    ours, theirs = (
-        (ast.get_docstring(tree, clean=False) or "").splitlines() for tree in (skeleton, solution)
-    )
-    number = next(
-        (n for n, (a, b) in enumerate(zip(ours, theirs, strict=False), 1) if a != b),
-        min(len(ours), len(theirs)) + 1,
-    )
-    return f" (first at docstring line {number})"
+def _first_difference(ours: str, theirs: str) -> int:
+    a, b = ours.splitlines(), theirs.splitlines()
+    return next((n for n, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y), min(len(a), len(b)) + 1)
+
+
+def write_skeletons(root: Path = REPO) -> list[str]:
+    """Generate the skeleton of every lesson that has a solution; the files it changed."""
+    root = Path(root).resolve()
+    changed = []
+    for lesson in read_catalog(root).lessons:
+        files = lesson_files(lesson.module)
+        solution, target = root / files["solution"], root / files["skeleton"]
+        if not solution.is_file():
+            continue
+        text = lesson_source.skeleton(solution.read_text(encoding="utf-8"), lesson, files["solution"])
+        if not target.is_file() or target.read_bytes() != text.encode("utf-8"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(text.encode("utf-8"))
+            changed.append(files["skeleton"])
+    return changed
 
 
 def _grade(lesson: Lesson, folder: Path, test_file: Path) -> LessonResult:

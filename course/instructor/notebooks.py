@@ -1,9 +1,10 @@
-"""Jupyter notebooks built from the catalog and the lesson files, for instructors.
+"""Jupyter notebooks built from the catalog and the lesson's single source, for instructors.
 
-For each lesson three notebooks: ``student/`` (lesson text, skeleton cells, test cells, no
-solution), ``instructor/`` (the same with every solution body between nbgrader's
-``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers and nbgrader schema-3 cell metadata) and
-``solved/`` (the instructor notebook executed). The test cells write the notebook's functions to
+For each lesson three notebooks, all from the solution file split by ``course.lesson_source``:
+``student/`` (lesson text, skeleton cells, test cells, no solution), ``instructor/`` (the same
+with every solution body between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers,
+as in the solution file, and nbgrader schema-3 cell metadata) and ``solved/`` (the instructor
+notebook executed). The test cells write the notebook's functions to
 ``<module>.py`` in a scratch folder, next to the course's reference solutions of the earlier
 lessons it imports, and grade it with ``course.engine.runner.grade``: the same tests as
 ``course check``. Cell ids come from the lesson and the cell's index, so a rebuild is identical.
@@ -16,87 +17,33 @@ import ast
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from course import lesson_source
 from course.catalog import Catalog, Lesson
+from course.lesson_source import BEGIN, END, LessonSource
 
 VARIANTS = ("student", "instructor", "solved")
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CELL_TIMEOUT = 120  # seconds per cell; grading a lesson takes a few seconds
-_EARLIER = re.compile(r"l\d\d_\w+$")
-_EDIT_LINE = re.compile(r"^Edit this file, then run `course check (\d+)`\.$", re.MULTILINE)
 
 
 class NotebookError(Exception):
     """A notebook could not be built or executed; the message is one screen for a person."""
 
 
-@dataclass(frozen=True)
-class Function:
-    name: str
-    skeleton: str  # the skeleton's def, docstring and `raise NotImplementedError`
-    solution: str  # the same def and docstring, the solution's body in a solution region
-
-
-@dataclass(frozen=True)
-class LessonSource:
-    text: str  # the module docstring
-    header: str  # imports and constants: everything between the docstring and the first def
-    functions: tuple[Function, ...]
-
-
-def _parse(path: Path) -> tuple[list[str], ast.Module]:
-    source = path.read_text(encoding="utf-8")
-    return source.splitlines(), ast.parse(source)
-
-
 def read_lesson(lesson: Lesson) -> LessonSource:
-    """Split a lesson's skeleton and solution into text, header and functions."""
-    lines, tree = _parse(lesson.skeleton)
-    solution_lines, solution_tree = _parse(lesson.solution)
-    defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-    solved = {node.name: node for node in solution_tree.body if isinstance(node, ast.FunctionDef)}
-    if not defs or tree.body[0] is defs[0] or ast.get_docstring(tree) is None:
-        raise NotebookError(
-            f"{lesson.skeleton} needs a module docstring, then its imports, then its functions."
-        )
-    header = "\n".join(lines[tree.body[0].end_lineno : defs[0].lineno - 1]).strip() + "\n"
-    functions = []
-    for node in defs:
-        if node.name not in solved:
-            raise NotebookError(f"{node.name} is in {lesson.skeleton} but not in {lesson.solution}.")
-        start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-        skeleton = "\n".join(lines[start : node.end_lineno])
-        head = "\n".join(lines[start : node.body[0].end_lineno])
-        functions.append(
-            Function(
-                node.name,
-                skeleton,
-                head
-                + "\n"
-                + _solution_region(solved[node.name], solution_lines, ast.get_docstring(node) or ""),
-            )
-        )
-    return LessonSource(ast.get_docstring(tree, clean=True) or "", header, tuple(functions))
-
-
-def _solution_region(node: ast.FunctionDef, lines: list[str], skeleton_doc: str) -> str:
-    """The solution's body between the markers, its docstring's explanation as comments."""
-    indent = " " * node.body[0].col_offset
-    known = {p.strip() for p in skeleton_doc.split("\n\n")}
-    extra = [p for p in (ast.get_docstring(node) or "").split("\n\n") if p.strip() not in known]
-    comments = [f"{indent}# {line}".rstrip() for p in extra for line in p.splitlines() + [""]]
-    first = 1 if ast.get_docstring(node) is not None else 0
-    body = lines[node.body[first].lineno - 1 : node.end_lineno]
-    return "\n".join([indent + BEGIN, *comments[:-1], *body, indent + END])
+    """Split a lesson's solution (the single source) into text, header and functions."""
+    try:
+        return lesson_source.parse(lesson.solution.read_text(encoding="utf-8"), str(lesson.solution))
+    except (OSError, lesson_source.LessonSourceError) as error:
+        raise NotebookError(str(error)) from None
 
 
 def earlier_modules(lesson: Lesson, catalog: Catalog) -> list[str]:
     """The earlier lessons' modules this lesson imports, directly or through each other."""
     found: list[str] = []
-    pending = _imported(lesson.skeleton)
+    pending = _imported(lesson.solution)
     while pending:
         module = pending.pop(0)
         earlier = catalog.by_module(module)
@@ -108,21 +55,18 @@ def earlier_modules(lesson: Lesson, catalog: Catalog) -> list[str]:
 
 
 def _imported(path: Path) -> list[str]:
-    """Modules named by the file's top-level `from ... import` statements (not its text)."""
+    """Modules named by the file's top-level `from ... import` statements (not its text);
+    ``earlier_modules`` keeps those that are lessons of the catalog."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [
-        node.module
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module and _EARLIER.match(node.module)
-    ]
+    return [node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module]
 
 
 def markdown_sections(text: str, lesson: Lesson) -> list[str]:
-    """The lesson text as markdown: a title cell, then one cell per underlined section."""
-    text = _EDIT_LINE.sub(
-        f"Fill in the functions below, then run the test cells at the end: they run the same "
-        f"checks as `course check {lesson.number}`.",
-        text,
+    """The lesson text as markdown: a title cell, then one cell per underlined section; the
+    last section ends with what to do in a notebook (where the skeleton says which file to edit)."""
+    text = (
+        f"{text.rstrip()}\n\nFill in the functions below, then run the test cells at the end: they "
+        f"run the same checks as `course check {lesson.number}`."
     )
     lines = text.splitlines()
     sections: list[list[str]] = [[f"# {lines[0].rstrip('.')}", ""]]
