@@ -129,27 +129,70 @@ class UnknownLesson(LookupError):
         )
 
 
+class CatalogError(ValueError):
+    """The catalog is malformed: a required field is missing, an id or module is not valid, or a
+    lesson is listed twice. The message says where, in one line."""
+
+
+_ID = re.compile(r"[0-9]{2}")
+_MODULE = re.compile(r"[a-z][a-z0-9]*_[a-z0-9_]+")  # importable, lower case, with a short name
+
+
+def _text(table: object, key: str, where: str) -> str:
+    value = table.get(key) if isinstance(table, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise CatalogError(f"The catalog's {where} has no {key!r} (a non-empty string).")
+    return value
+
+
 def _parse(data: dict) -> Catalog:
-    lessons = []
-    for entry in data["lessons"]:
+    """The catalog from its TOML data, validated (CatalogError on the first problem)."""
+    title, version = (
+        _text(data.get("course"), "title", "[course]"),
+        _text(data.get("course"), "version", "[course]"),
+    )
+    entries = data.get("lessons")
+    if not isinstance(entries, list) or not entries:
+        raise CatalogError("The catalog lists no [[lessons]].")
+    lessons: list[Lesson] = []
+    for number, entry in enumerate(entries, 1):
+        where = f"lesson entry {number}"
+        lesson_id, module = _text(entry, "id", where), _text(entry, "module", where)
+        if not _ID.fullmatch(lesson_id):
+            raise CatalogError(
+                f'The catalog\'s {where} has id {lesson_id!r}: an id is two digits, like "03".'
+            )
+        if not _MODULE.fullmatch(module):
+            raise CatalogError(
+                f"The catalog's {where} has module {module!r}: a module is a lower-case Python name "
+                'with a short name after its first underscore, like "l03_attention".'
+            )
+        for earlier in lessons:
+            if module == earlier.module or int(lesson_id) == earlier.number:
+                raise CatalogError(f"The catalog lists lesson {lesson_id} ({module}) twice.")
+        where = f"lesson {module}"
         exercises = tuple(
-            Exercise(name=e["name"], summary=e.get("summary", ""), hints=tuple(e.get("hints", ())))
-            for e in entry.get("exercises", ())
+            Exercise(
+                name=_text(e, "name", f"exercise {index} of {where}"),
+                summary=e.get("summary", ""),
+                hints=tuple(e.get("hints", ())),
+            )
+            for index, e in enumerate(entry.get("exercises", ()), 1)
         )
         lessons.append(
             Lesson(
-                id=entry["id"],
-                module=entry["module"],
-                title=entry["title"],
+                id=lesson_id,
+                module=module,
+                title=_text(entry, "title", where),
                 goals=tuple(entry.get("goals", ())),
                 exercises=exercises,
             )
         )
-    return Catalog(title=data["course"]["title"], version=data["course"]["version"], lessons=tuple(lessons))
+    return Catalog(title=title, version=version, lessons=tuple(lessons))
 
 
 @lru_cache(maxsize=1)
 def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
-    """Read and validate the catalog once per process."""
+    """Read and validate the catalog once per process (CatalogError when it is malformed)."""
     with open(path, "rb") as handle:
         return _parse(tomllib.load(handle))

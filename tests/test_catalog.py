@@ -1,8 +1,10 @@
 """The catalog is the single source of truth: lessons 1-9 listed, names resolve, files derive."""
 
+import tomllib
+
 import pytest
 
-from course.catalog import UnknownLesson, load_catalog
+from course.catalog import CATALOG_FILE, CatalogError, UnknownLesson, _parse, load_catalog
 
 CATALOG = load_catalog()
 
@@ -43,3 +45,41 @@ def test_available_lessons_have_skeleton_solution_and_grading_tests():
     for lesson in available:
         assert lesson.skeleton.is_file() and lesson.solution.is_file()
         assert lesson.grading_tests.is_file()
+
+
+def catalog_data() -> dict:
+    with open(CATALOG_FILE, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def without(table: dict, key: str) -> dict:
+    table.pop(key)
+    return table
+
+
+@pytest.mark.parametrize(
+    ("break_it", "words"),
+    [
+        (lambda d: without(d["lessons"][2], "title"), "lesson l03_attention has no 'title'"),
+        (lambda d: without(d["lessons"][3], "module"), "lesson entry 4 has no 'module'"),
+        (lambda d: without(d["course"], "version"), "[course] has no 'version'"),
+        (lambda d: without(d["lessons"][0]["exercises"][1], "name"), "exercise 2 of lesson l01_projections"),
+        (lambda d: d["lessons"][4].update(id="5"), "id '5'"),
+        (lambda d: d["lessons"][4].update(id="five"), "id 'five'"),
+        (lambda d: d["lessons"][4].update(module="l05 heads"), "module 'l05 heads'"),
+        (lambda d: d["lessons"][4].update(module=d["lessons"][1]["module"], id="10"), "l02_softmax) twice"),
+        (lambda d: d["lessons"][4].update(id="02"), "lesson 02 (l05_heads) twice"),
+        (lambda d: d.update(lessons=[]), "no [[lessons]]"),
+    ],
+)
+def test_a_malformed_catalog_is_refused_in_one_line_that_says_where(break_it, words):
+    data = catalog_data()
+    break_it(data)
+    with pytest.raises(CatalogError) as caught:
+        _parse(data)
+    message = str(caught.value)
+    assert words in message and "\n" not in message
+
+
+def test_the_shipped_catalog_is_valid():
+    assert _parse(catalog_data()) == CATALOG

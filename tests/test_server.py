@@ -66,6 +66,52 @@ def test_a_warm_check_equals_the_cold_one_and_the_server_stops_on_request(runtim
     assert not runtime.ready(timeout=0.2), "the server is still accepting after stop"
 
 
+def server_pid(path) -> int | None:
+    """The server serving the socket ``path`` (its command line names the socket)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    words = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if b"course.engine.server" in words and str(path).encode() in words:
+                return int(entry)
+    return None
+
+
+def children_states(parent: int) -> list[str]:
+    """The states (R, S, Z ...) of ``parent``'s children, from /proc/<pid>/stat."""
+    states = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                states.append(fields[0])
+    return states
+
+
+def test_a_finished_grading_child_of_the_server_is_reaped_without_waiting_for_the_next_request(runtime):
+    runtime.start_in_background()
+    assert runtime.ready(timeout=90), "the warm grader did not come up"
+    pid = server_pid(runtime.socket_path())
+    assert pid is not None, "no process serves the socket"
+    assert runtime.request("l01_projections", SOLUTIONS, timeout=60) is not None
+    # The grading child exits right after answering; then only the next ready child is left.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = children_states(pid)
+        if len(states) == 1 and states != ["Z"]:
+            break
+        time.sleep(0.1)
+    assert "Z" not in states, f"a zombie child of the server: {states}"
+    assert len(states) == 1, f"the server's children: {states} (expected one ready child)"
+
+
 def test_a_socket_that_answers_nonsense_is_ignored_and_the_check_grades_here(runtime, tmp_path):
     path = runtime.socket_path()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -1,6 +1,9 @@
 """The worker boundary: learner code runs in another process and only data comes back."""
 
+import ctypes
 import os
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -150,7 +153,8 @@ def living_members(group: int) -> list[int]:
 def test_a_timeout_kills_children_the_learner_started(learner):
     with pytest.raises(client.LearnerTimeout):
         learner.leaves_a_child(np.ones(1))
-    group = learner.workers[0].process.pid
+    group = learner.workers[0].pid  # the worker leads its own process group
+    assert group is not None and group != learner.workers[0].process.pid
     deadline = time.monotonic() + 2
     while living_members(group) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -260,3 +264,56 @@ def cmdline(pid: str) -> str:
             return handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def is_subreaper() -> bool:
+    flag = ctypes.c_int(-1)
+    assert ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+    return flag.value != 0
+
+
+def test_grading_leaves_the_callers_own_processes_alone(tmp_path):
+    """Only the workers' subtrees are killed: the caller is not made a subreaper, and a process
+    it started itself while grading (after the worker, so "born since" would catch it) lives on."""
+    (tmp_path / "l00_confined.py").write_text(CONFINED)
+    marker = f"ESCAPEE-{os.getpid()}-{time.monotonic_ns()}"
+    module = client.LearnerModule(tmp_path, "l00_confined")
+    own = None
+    try:
+        assert module.escape_and_sleep(marker) == 1
+        own = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        time.sleep(0.3)
+        module.close()
+        assert not is_subreaper()
+        assert own.poll() is None, "close() killed a process the caller started itself"
+        assert [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in cmdline(pid)] == []
+    finally:
+        module.close()
+        if own is not None:
+            own.kill()
+            own.wait()
+
+
+def test_a_grader_that_is_killed_leaves_no_learner_process_behind(tmp_path):
+    """The keeper stops when the grader's end of its pipe closes, however the grader ended."""
+    (tmp_path / "l00_confined.py").write_text(CONFINED)
+    marker = f"ESCAPEE-{os.getpid()}-{time.monotonic_ns()}"
+    script = (
+        "import sys, time; from pathlib import Path; from course.engine import client; "
+        f"module = client.LearnerModule(Path({str(tmp_path)!r}), 'l00_confined'); "
+        f"module.escape_and_sleep({marker!r}); print('ready', flush=True); time.sleep(300)"
+    )
+    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert grader.stdout is not None and grader.stdout.readline() == b"ready\n"
+        assert [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in cmdline(pid)]
+    finally:
+        grader.kill()
+        grader.wait()
+    deadline, left = time.monotonic() + 10, ["?"]
+    while time.monotonic() < deadline:
+        left = [pid for pid in os.listdir("/proc") if pid.isdigit() and marker in cmdline(pid)]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []

@@ -3,7 +3,9 @@
 Grading tests never touch learner code directly. They call ``lesson.linear(x, w, b)`` on a
 ``LearnerModule``; the call travels to a worker process as plain arrays and the answer comes back
 as plain arrays, or as one of the exceptions below, which the reporting plugin turns into a status.
-A worker that hangs is killed with its whole process group; the next call starts a fresh one.
+A worker that hangs is killed with everything it started (by its keeper, see ``keeper``); the
+next call starts a fresh one. Nothing else of the caller's is touched: the caller is never made
+a subreaper, and only the workers' own subtrees are killed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from course.engine import protocol
 from course.engine.limits import Limits
-from course.engine.processes import Worker, become_subreaper, kill_descendants_born_after
+from course.engine.processes import Worker
 
 
 class LearnerProblem(Exception):
@@ -146,7 +148,6 @@ class LearnerModule:
         self.limits = limits or Limits.from_env()
         self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
-        self.born = become_subreaper()
         self.mutated: list[str] = []
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
         self.timed_out: set[str] = set()
@@ -156,7 +157,7 @@ class LearnerModule:
 
     def start(self, spare: Worker | None = None) -> Worker:
         """Load the module in ``spare`` (a blank worker started earlier) or in a new worker."""
-        worker = spare if spare is not None and spare.process.poll() is None else None
+        worker = spare if spare is not None and spare.running() else None
         if spare is not None and worker is None:
             spare.kill()
         worker = worker or Worker(self.scratch)
@@ -170,7 +171,7 @@ class LearnerModule:
             raise AttributeError(name)
         return LearnerFunction(self, name)
 
-    def _deadline(self, seconds: float, what: str) -> float:
+    def _deadline(self, seconds: float) -> float:
         if time.monotonic() >= self.deadline:
             raise LearnerTimeout(
                 f"Not run: the whole check went over its {self.limits.run_seconds:g} s"
@@ -180,10 +181,10 @@ class LearnerModule:
 
     def import_report(self) -> dict:
         """Import the module (once per worker) and return the worker's report, or raise."""
-        worker = self._worker if self._worker and self._worker.process.poll() is None else None
+        worker = self._worker if self._worker and self._worker.running() else None
         if worker is None:
             worker = self.start()
-        deadline = self._deadline(self.limits.import_seconds, "import")
+        deadline = self._deadline(self.limits.import_seconds)
         try:
             return worker.wait_imported(deadline)
         except TimeoutError:
@@ -229,7 +230,7 @@ class LearnerModule:
                 "d": {key: protocol.encode(arg, arrays, 1, labels, key) for key, arg in kwargs.items()}
             },
         }
-        deadline = self._deadline(self.limits.call_seconds, name)
+        deadline = self._deadline(self.limits.call_seconds)
         try:
             worker.send(header, arrays)
             response, out = worker.receive(deadline)
@@ -298,7 +299,6 @@ class LearnerModule:
         import shutil
 
         for worker in self.workers:
-            worker.kill()
+            worker.kill()  # its keeper kills whatever the learner's code started, and only that
             worker.output_path.unlink(missing_ok=True)
-        kill_descendants_born_after(self.born)
         shutil.rmtree(self.scratch, ignore_errors=True)

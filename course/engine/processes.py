@@ -1,5 +1,6 @@
 """Worker processes: start one blank, load a module into it, read its answers with a deadline,
-find out where it is stuck or why it died, and kill it with everything it started.
+find out where it is stuck or why it died, and kill it with everything it started (its keeper
+does that, see ``keeper``: only the worker's own subtree, never anything else of the caller's).
 
 ``client.LearnerModule`` drives these; nothing here knows about grading.
 """
@@ -21,32 +22,41 @@ import numpy as np
 from course.engine import protocol
 from course.engine.limits import Limits
 
-# -I ignores PYTHONPATH and the current folder, so the worker is told where the course lives.
+# -I ignores PYTHONPATH and the current folder, so the keeper is told where the course lives.
 _BOOT = (
     f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
-    "from course.engine.worker import main; sys.exit(main(sys.argv[1:]))"
+    "from course.engine.keeper import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
 class Worker:
     """One worker process. Started blank (numpy imported, nothing of the learner's), then
-    ``load`` tells it which module to import, so a spare can be started ahead of time."""
+    ``load`` tells it which module to import, so a spare can be started ahead of time.
+
+    The process started here is the worker's keeper (``keeper``), which forks the worker and,
+    as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
+    worker's, as the keeper reports it."""
 
     def __init__(self, scratch: Path) -> None:
-        self.module = ""
         self._buffer = b""
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
+        control_read, self._control = os.pipe()
+        self._status, status_write = os.pipe()
+        self._status_buffer = b""
+        self._pid: int | None = None
+        self._exit_status: int | None = None
         env = dict(
             os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
         )
         handle, name = tempfile.mkstemp(prefix="output-", dir=scratch)
         os.close(handle)  # reopened below as the worker's stdout; never leak the descriptor
         self.output_path = Path(name)
+        ends = (request_read, response_write, control_read, status_write)
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, str(request_read), str(response_write)],
-                pass_fds=(request_read, response_write),
+                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends)],
+                pass_fds=ends,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -54,13 +64,12 @@ class Worker:
                 env=env,
                 start_new_session=True,
             )
-        os.close(request_read)
-        os.close(response_write)
+        for fd in ends:
+            os.close(fd)
         self.import_info: dict | None = None
 
     def load(self, source_dir: Path, module: str, limits: Limits) -> None:
         """Ask the worker to limit its memory and import ``module`` from ``source_dir``."""
-        self.module = module
         self.send(
             {
                 "op": "load",
@@ -99,8 +108,53 @@ class Worker:
             self.import_info, _ = self.receive(deadline)
         return self.import_info
 
+    # -- what the keeper says ------------------------------------------------------------------
+    def _read_status(self, until: str, timeout: float) -> None:
+        """Read the keeper's status lines until ``until`` ("pid" or "exit") is known, the keeper
+        closed the pipe, or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while self._status >= 0 and (self._pid if until == "pid" else self._exit_status) is None:
+            remaining = max(0.0, deadline - time.monotonic())
+            if not select.select([self._status], [], [], remaining)[0]:
+                return
+            chunk = os.read(self._status, 4096)
+            if not chunk:
+                return
+            self._status_buffer += chunk
+            *lines, self._status_buffer = self._status_buffer.split(b"\n")
+            for line in lines:
+                if line[:1] == b"P" and line[1:].isdigit():
+                    self._pid = int(line[1:])
+                elif line[:1] == b"X" and line[1:].isdigit():
+                    self._exit_status = int(line[1:])
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (also its process group's), None if it never started."""
+        self._read_status("pid", 5.0)
+        return self._pid
+
+    def running(self) -> bool:
+        """False once the worker has ended (or its keeper has)."""
+        if self.process.poll() is not None:
+            return False
+        self._read_status("exit", 0.0)
+        return self._exit_status is None
+
+    def exit_code(self, timeout: float = 5.0) -> int | None:
+        """How the worker ended, as ``Popen.returncode`` says it (-N for signal N); None if it
+        has not ended within ``timeout``."""
+        self._read_status("exit", timeout)
+        if self._exit_status is not None:
+            return os.waitstatus_to_exitcode(self._exit_status)
+        return self.process.poll()  # no report: the keeper's own ending, if it has ended
+
     def death_message(self, source_dir: Path | None = None) -> str:
-        code = self.process.wait(timeout=5)
+        code = self.exit_code()
+        if code is None:
+            return "The Python process running your code stopped answering the grader."
+        if self.pid is None:
+            return f"The grader could not start a Python process for your code (exit code {code})."
         if code < 0:
             name = signal.Signals(-code).name
             if name == "SIGSEGV":
@@ -119,7 +173,7 @@ class Worker:
         on SIGUSR1) and name the learner's innermost line, or '' if it cannot tell."""
         try:
             size = self.output_path.stat().st_size
-            os.kill(self.process.pid, signal.SIGUSR1)
+            os.write(self._control, b"u")  # the keeper signals the worker: never a recycled pid
         except OSError:
             return ""
         deadline = time.monotonic() + 1.0  # a dump takes milliseconds; a loaded machine longer
@@ -140,22 +194,36 @@ class Worker:
             return ""
 
     def kill(self) -> None:
-        """Kill the worker and everything it started (its own process group), then reap it.
-        Safe to call twice: the pipes are closed once (a second close could hit a descriptor
-        number the process has handed to something else since)."""
-        if self._request >= 0:  # not killed yet (its group may outlive it, so always signal it)
+        """Stop the worker: its keeper kills it and everything it started (whatever session or
+        process group they moved to) and exits. Safe to call twice: the pipes are closed once
+        (a second close could hit a descriptor number the process has handed to something else
+        since)."""
+        if self._control >= 0:
             try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                os.write(self._control, b"k")  # even if a fork of the caller holds the pipe open
+            except OSError:
                 pass
-            self.process.wait()
-        for fd in (self._request, self._response):
+            os.close(self._control)
+            self._control = -1
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a keeper that does not stop: kill what we know
+                for group in (self.process.pid, self._pid):
+                    try:
+                        if group:
+                            os.killpg(group, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                self.process.wait()
+            self._read_status("exit", 0.0)  # what the keeper wrote before it exited (the pid)
+        for name in ("_request", "_response", "_status"):
+            fd = getattr(self, name)
             if fd >= 0:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self._request = self._response = -1
+                setattr(self, name, -1)
 
 
 def _learner_line(dump: str, source_dir: Path) -> str:
@@ -177,65 +245,3 @@ def _source_line(path: Path, number: int) -> str:
     except OSError:
         pass
     return ""
-
-
-# -- processes that escape their process group ---------------------------------------------------
-def become_subreaper() -> int:
-    """Make orphans of our descendants (a learner's double fork, a setsid child) our children
-    instead of init's, so that ``kill_descendants_born_after`` finds them. Returns "now" in the
-    kernel's clock ticks since boot, the unit of /proc start times."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        with open("/proc/self/stat") as handle:
-            ticks_of_self = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as handle:
-            uptime = float(handle.read().split()[0])
-        return max(ticks_of_self, int(uptime * os.sysconf("SC_CLK_TCK")) - 1)
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
-def _process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, start time in ticks) for every process we can see."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-                table[int(entry)] = (int(fields[1]), int(fields[19]))
-            except (OSError, ValueError, IndexError):
-                continue
-    return table
-
-
-def kill_descendants_born_after(born: int) -> None:
-    """Kill every descendant of this process started since ``born`` (what learner code left
-    running, even outside the worker's process group), and reap the ones that are our children."""
-    if born <= 0 or not os.path.isdir("/proc"):
-        return
-    for _ in range(5):  # killed processes' children are re-parented to us: look again
-        table = _process_table()
-        children: dict[int, list[int]] = {}
-        for pid, (parent, _) in table.items():
-            children.setdefault(parent, []).append(pid)
-        found, stack = [], list(children.get(os.getpid(), []))
-        while stack:
-            pid = stack.pop()
-            found.append(pid)
-            stack.extend(children.get(pid, []))
-        targets = [pid for pid in found if table[pid][1] >= born]
-        if not targets:
-            return
-        for pid in targets:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for pid in targets:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass

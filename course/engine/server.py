@@ -215,11 +215,22 @@ def serve(path: Path) -> int:
     listener.bind(str(path))
     listener.listen(8)
     notify_read, notify_write = os.pipe()
+    # A grading child that ends is reaped at once (no zombie until the next request): SIGCHLD
+    # wakes the wait for a request through this pipe.
+    ended_read, ended_write = os.pipe()
+    os.set_blocking(ended_read, False)
+    os.set_blocking(ended_write, False)
+    signal.set_wakeup_fd(ended_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     built = fingerprint()
     try:
         while True:
             child = os.fork()
             if child == 0:
+                signal.set_wakeup_fd(-1)  # the server's, not the child's
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(ended_read)
+                os.close(ended_write)
                 os.close(notify_read)
                 code = 0
                 try:
@@ -227,11 +238,13 @@ def serve(path: Path) -> int:
                 except BaseException:  # noqa: BLE001 - the caller falls back on its own grade
                     code = 1
                 os._exit(code)
-            if not _wait_for_request(notify_read, built):
-                os.kill(child, signal.SIGTERM)  # the ready child; one grading finishes its work
-                os.waitpid(child, 0)
+            if not _wait_for_request(notify_read, ended_read, built, child):
+                try:
+                    os.kill(child, signal.SIGTERM)  # the ready child; one grading finishes its work
+                    os.waitpid(child, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
                 return 0
-            _reap()
     finally:
         path.unlink(missing_ok=True)
         listener.close()
@@ -252,30 +265,48 @@ def _forget_stale_servers(path: Path) -> None:
             continue
 
 
-def _wait_for_request(notify: int, built: str) -> bool:
+def _wait_for_request(notify: int, ended: int, built: str, ready_child: int) -> bool:
     """True once the ready child took a request. False after IDLE_SECONDS without one, when the
-    request was to stop, or as soon as the course's files change (this build is then stale)."""
+    request was to stop, as soon as the course's files change (this build is then stale), or
+    when the ready child died before taking a request (checks then grade in their own process).
+    Meanwhile every grading child is reaped as soon as it ends (``ended`` wakes us)."""
     import select
     import time
 
     deadline = time.monotonic() + IDLE_SECONDS
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([notify], [], [], 30)
-        if ready:
+        lost = ready_child in _reap()  # it may also have taken a request and finished already
+        ready, _, _ = select.select([notify, ended], [], [], 0 if lost else 30)
+        if notify in ready:
             return os.read(notify, 1) == b"x" and fingerprint() == built  # b"s": stop
-        if fingerprint() != built:
+        if lost:
+            return False
+        if ended in ready:
+            _drain(ended)  # a grading child ended: reaped at the top of the loop
+        elif fingerprint() != built:
             return False
     return False
 
 
-def _reap() -> None:
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _reap() -> set[int]:
+    """Reap the children that have ended, without waiting for the others; their pids."""
+    reaped: set[int] = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped.add(pid)
 
 
 if __name__ == "__main__":
