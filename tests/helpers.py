@@ -12,22 +12,52 @@ import tomllib
 from pathlib import Path
 from types import ModuleType
 
+from _pytest.assertion.rewrite import AssertionRewritingHook
+
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
 LESSONS = REPO / "lessons"
 MISTAKES = REPO / "tests" / "mistakes"
 
 
-def grade_folder(folder: Path, lesson: str, timeout: float = 120) -> dict:
-    """Grade ``folder`` as ``lesson`` in a fresh process (``python -m course.engine``)."""
-    done = subprocess.run(
+def grade_folder(folder: Path, lesson: str) -> dict:
+    """Grade ``folder`` as ``lesson`` in this process, as a cold check does: nested pytest
+    against the trusted grading tests, the learner's code in a worker process. The result is
+    what ``python -m course.engine`` prints (``grade_folder_cold``; one test compares them).
+
+    Nothing of the nested run stays behind in this process: the grading test module is
+    forgotten (pytest's importlib mode would reuse it for the next grade), the outer pytest's
+    assertion rewriter is out of the way (a cold check runs with ``--assert=plain``, so the
+    bare asserts of grading tests must raise plain messages here too), and hypothesis gets its
+    previous profile back (the grading plugin loads the "grading" profile globally)."""
+    from hypothesis import settings
+
+    from course.catalog import load_catalog
+    from course.engine.runner import grade
+
+    entry = load_catalog().resolve(lesson)
+    stem = entry.grading_tests.stem
+    profile = settings.get_current_profile_name()
+    rewriters = [hook for hook in sys.meta_path if isinstance(hook, AssertionRewritingHook)]
+    sys.meta_path[:] = [hook for hook in sys.meta_path if hook not in rewriters]
+    sys.modules.pop(stem, None)
+    try:
+        result = grade(entry, folder)
+    finally:
+        sys.modules.pop(stem, None)
+        sys.meta_path[:0] = rewriters
+        settings.load_profile(profile)
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def grade_folder_cold(folder: Path, lesson: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m course.engine FOLDER LESSON`` in a fresh process (its exit code and stdout)."""
+    return subprocess.run(
         [sys.executable, "-m", "course.engine", str(folder), lesson],
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-    assert done.returncode in (0, 1), f"grader exited {done.returncode}: {done.stderr[-2000:]}"
-    return json.loads(done.stdout)
 
 
 def solutions_with(tmp_path: Path, module: str, source: str) -> Path:

@@ -3,17 +3,25 @@
 tests/mistakes/<lesson>.toml lists a lesson's classic mistakes as data: each is a name, the
 words the failure messages must contain (`expect`, case-insensitive), and the edits that turn
 the lesson's solution into the mistaken version (each `old` occurs exactly once).
+
+The mistakes are graded in this process (tests.helpers.grade_folder: the same nested pytest and
+worker process a cold check uses); one test grades through `python -m course.engine` as well and
+checks that both give the same result.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from course.catalog import load_catalog
 from tests.helpers import (
+    SOLUTIONS,
     all_messages,
     classic_mistakes,
     grade_folder,
+    grade_folder_cold,
     mistaken_source,
     solutions_with,
 )
@@ -42,3 +50,20 @@ def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp
     assert mistake["expect"].lower() in messages.lower(), (
         f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}"
     )
+
+
+def test_the_engine_command_grades_as_in_process_grading_does(tmp_path):
+    """`python -m course.engine DIR LESSON` in a fresh process: JSON on stdout, exit 1 for a
+    mistake and 0 for the solution, and the same result as grading in this process."""
+    module, mistake = next(case for case in CASES if case[0] == "l03_attention")
+    folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
+    cold = grade_folder_cold(folder, module)
+    assert cold.returncode == 1, cold.stderr[-2000:]
+    printed = json.loads(cold.stdout)
+    here = grade_folder(folder, module)
+    assert printed["status"] == here["status"] != "passed"
+    assert {**printed, "duration": 0} == {**here, "duration": 0}
+    passed = grade_folder_cold(SOLUTIONS, "l01_projections")
+    assert passed.returncode == 0 and json.loads(passed.stdout)["status"] == "passed", passed.stderr
+    unknown = grade_folder_cold(SOLUTIONS, "no_such_lesson")
+    assert unknown.returncode == 2 and unknown.stdout == ""

@@ -10,10 +10,17 @@ real `course check`, and for each of them
   and neither lessons/ nor the learner's files changed.
 
 A case is one file. Its header lines say `# lesson: N`, `# expect: words` (repeatable; every one
-must appear in the messages) and optionally `# seconds: N` (default 20). Then `# ---- NAME`
+must appear in the messages), optionally `# seconds: N` (default 20) and `# limits: call=5,...`
+(entries that replace the suite's defaults below, for a case whose verdict would otherwise
+depend on which of two limits the machine's load lets it reach first). Then `# ---- NAME`
 lines start the files to put in the workspace: the lesson file itself, and anything else (a
 conftest.py, a numpy.py ...); a file whose content is the line `<delete>` is removed, one whose
 content is `<solution>` is the lesson's solution. Earlier lessons are copied from the solutions.
+
+Both checks of a case are real `course check` processes: the JSON one proves the verdict, the
+screen one the rendering, and screen mode also runs the learner's code for shape traces and
+attention maps. The workspace they grade is a copy of one made by a real `course init` per
+test process (tests/test_cli.py tests `course init` itself).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from course.engine.results import STATUSES
 from tests.helpers import LESSONS, SOLUTIONS
 
 CASES = sorted((Path(__file__).parent / "hostile").glob("*.py"))
-LIMITS = "call=1,import=2,run=15,memory=768M"
+LIMITS = {"call": "1", "import": "2", "run": "15", "memory": "768M"}
 SCREEN_LINES = 60
 
 
@@ -57,6 +64,16 @@ def parse(path: Path) -> tuple[dict, dict[str, bytes]]:
             elif key.strip():
                 meta[key.strip()] = value.strip()
     return meta, files
+
+
+def course_limits(meta: dict) -> str:
+    """COURSE_LIMITS for a case: the suite's defaults, with the case's own entries instead."""
+    limits = dict(LIMITS)
+    for entry in filter(None, (part.strip() for part in meta.get("limits", "").split(","))):
+        key, _, value = entry.partition("=")
+        assert key.strip() in LIMITS and value.strip(), f"unknown limit {entry!r}"
+        limits[key.strip()] = value.strip()
+    return ",".join(f"{key}={value}" for key, value in limits.items())
 
 
 def tree_digest(folder: Path, skip: str = ".course") -> dict[str, str]:
@@ -88,12 +105,14 @@ def processes_tagged(tag: str) -> list[str]:
     return found
 
 
-def course(*args: str, cwd: Path, tag: str = "") -> tuple[subprocess.CompletedProcess, float]:
+def course(
+    *args: str, cwd: Path, tag: str = "", limits: str = ""
+) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(
         os.environ,
         NO_COLOR="1",
         COLUMNS="100",
-        COURSE_LIMITS=LIMITS,
+        COURSE_LIMITS=limits or course_limits({}),
         COURSE_SERVER="off",
         COURSE_HOSTILE_TAG=tag,
     )
@@ -109,14 +128,23 @@ def course(*args: str, cwd: Path, tag: str = "") -> tuple[subprocess.CompletedPr
     return done, time.monotonic() - started
 
 
+@pytest.fixture(scope="session")
+def fresh_workspace(tmp_path_factory) -> Path:
+    """A workspace made by a real `course init`, once per test process: each case grades a copy."""
+    folder = tmp_path_factory.mktemp("init")
+    init, _ = course("init", "ws", cwd=folder)
+    assert init.returncode == 0, init.stdout
+    return folder / "ws"
+
+
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
+def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_workspace):
     meta, files = parse(path)
     lesson = load_catalog().resolve(meta["lesson"])
     tag = f"hostile-{path.stem}-{os.getpid()}-{time.monotonic_ns()}"
-    init, _ = course("init", "ws", cwd=tmp_path)
-    assert init.returncode == 0, init.stdout
+    limits = course_limits(meta)
     workspace = tmp_path / "ws"
+    shutil.copytree(fresh_workspace, workspace)
     for earlier in load_catalog().lessons[: lesson.number - 1]:
         shutil.copy(SOLUTIONS / earlier.file_name, workspace)
     for name, content in files.items():
@@ -129,7 +157,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
     pristine, learner = tree_digest(LESSONS), tree_digest(workspace)
     limit = float(meta.get("seconds", 20))
 
-    done, seconds = course("check", lesson.id, "--json", cwd=workspace, tag=tag)
+    done, seconds = course("check", lesson.id, "--json", cwd=workspace, tag=tag, limits=limits)
     assert seconds < limit, f"the check took {seconds:.1f} s"
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
@@ -147,7 +175,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path):
             f"no message says {words!r}:\n{messages[:2500]}"
         )
 
-    screen, _ = course("check", lesson.id, cwd=workspace, tag=tag)
+    screen, _ = course("check", lesson.id, cwd=workspace, tag=tag, limits=limits)
     text = screen.stdout.decode("utf-8", "replace")
     assert screen.returncode == 1 and screen.stderr == b""
     assert len(text.splitlines()) <= SCREEN_LINES, text

@@ -165,7 +165,8 @@ def test_submit_command_writes_the_bundle_and_says_where(workspace, tmp_path):
         ["submit", "--workspace", str(workspace), "--out", str(out), "--name", "Ada L", "--lessons", "1"],
     )
     assert done.exit_code == 0, done.output
-    assert "hand-in.zip" in said(done) and "18 of 18 points" in said(done)
+    # The path is one long word: where rich folds it depends on the temporary folder's length.
+    assert "hand-in.zip" in "".join(done.output.split()) and "18 of 18 points" in said(done)
     assert json.loads(zipfile.ZipFile(out).read("result.json"))["name"] == "Ada L"
 
 

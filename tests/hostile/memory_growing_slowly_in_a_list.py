@@ -1,5 +1,6 @@
 # lesson: 1
 # expect: ran out of memory
+# limits: call=5,memory=256M
 # ---- l01_projections.py
 import numpy as np
 
