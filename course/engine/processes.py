@@ -176,7 +176,7 @@ class Worker:
             os.write(self._control, b"u")  # the keeper signals the worker: never a recycled pid
         except OSError:
             return ""
-        deadline = time.monotonic() + 1.0  # a dump takes milliseconds; a loaded machine longer
+        deadline = time.monotonic() + 3.0  # a dump takes milliseconds; a loaded machine longer
         text = ""
         while time.monotonic() < deadline:
             time.sleep(0.02)
