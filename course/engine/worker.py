@@ -186,28 +186,24 @@ def _mismatch(function: Any, args: tuple, kwargs: dict) -> dict | None:
     }
 
 
+def _refusal(kind: str, message: str) -> dict:
+    """A reply for a call the worker did not make (no such function, a class, a generator)."""
+    return {"ok": False, "error": {"type": kind, "message": message, "frames": [], "origin": None}}
+
+
 def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
     name = header.get("function", "")
     function = getattr(module, name, None)
     if function is None or not callable(function):
-        return {
-            "ok": False,
-            "error": {"type": "MissingFunction", "message": name, "frames": [], "origin": None},
-        }, []
+        return _refusal("MissingFunction", name), []
     args = protocol.decode(header["args"], arrays)
     kwargs = protocol.decode(header["kwargs"], arrays)
     before = [a.copy() for a in arrays]
     if inspect.isclass(function):
-        return {
-            "ok": False,
-            "error": {
-                "type": "NotAFunction",
-                "frames": [],
-                "origin": None,
-                "message": f"{name} is a class, not a function: write `def {name}(...)` and return "
-                "the array.",
-            },
-        }, []
+        return _refusal(
+            "NotAFunction",
+            f"{name} is a class, not a function: write `def {name}(...)` and return the array.",
+        ), []
     trace: list[dict] = []
     unwrap = _record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
     try:
@@ -225,16 +221,11 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     if mismatch:
         return {"ok": False, "error": mismatch, "trace": trace}, []
     if inspect.isgenerator(result):
-        return {
-            "ok": False,
-            "error": {
-                "type": "NotAFunction",
-                "frames": [],
-                "origin": None,
-                "message": f"{name} is a generator function (it contains `yield`): use `return`, "
-                "not `yield`, to give back the array.",
-            },
-        }, []
+        return _refusal(
+            "NotAFunction",
+            f"{name} is a generator function (it contains `yield`): use `return`, not `yield`, "
+            "to give back the array.",
+        ), []
     mutated = [
         i
         for i, (a, b) in enumerate(zip(arrays, before, strict=True))
