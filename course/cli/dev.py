@@ -67,12 +67,12 @@ def check(
 def skeletons(root: RootOption = None) -> None:
     """Write each lesson's skeleton in lessons/ from its solution (the solution regions become
     `raise NotImplementedError`); lists the files it changed."""
-    from course.instructor import devcheck
+    from course.instructor import source_checks
     from course.lesson_source import LessonSourceError
 
     folder = _clone(root, "skeletons")
     try:
-        changed = devcheck.write_skeletons(folder)
+        changed = source_checks.write_skeletons(folder)
     except LessonSourceError as error:
         fail(str(error), 1)
     for name in changed:

@@ -11,59 +11,22 @@ grader imports them, in its worker.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
-import re
-import sys
 import tomllib
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from course import lesson_source
-from course.catalog import Catalog, Lesson, _parse
+from course.catalog import Catalog, Lesson
 from course.engine import integrity
-from course.engine.results import NOT_STARTED, LessonResult
+from course.instructor.grading_checks import skeleton_grade_problems, solution_grade_problems
+from course.instructor.repository import REPO, Problem, lesson_files, optional_files, read_catalog
+from course.instructor.source_checks import parse_source, source_problems, todo_problems
 
-REPO = Path(__file__).resolve().parents[2]
 UPDATE_MANIFEST = "python tools/update_grading_manifest.py"
-WRITE_SKELETONS = "course dev skeletons"
 # Folders of the repository whose every file must belong to a catalog lesson.
 TREES = ("lessons", "solutions", "tests/lessons", "tests/mistakes")
 ALLOWED = {"tests/lessons": {"fixtures"}}  # besides __pycache__, which is ignored everywhere
-_TODO_STEP = re.compile(r"^\s*1\.\s+\S", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Problem:
-    id: str  # short and stable, e.g. "missing-file"
-    file: str  # relative to the root, "/"-separated
-    message: str  # one sentence for the maintainer
-
-    def __str__(self) -> str:
-        return f"{self.id}  {self.file}: {self.message}"
-
-
-def lesson_files(module: str) -> dict[str, str]:
-    """What each available lesson has, by role, as paths relative to the root."""
-    return {
-        "skeleton": f"lessons/{module}.py",
-        "solution": f"solutions/{module}.py",
-        "grading tests": f"tests/lessons/test_{module}.py",
-        "classic mistakes": f"tests/mistakes/{module}.toml",
-    }
-
-
-def optional_files(module: str) -> dict[str, str]:
-    """Files a lesson may have, by role (not reported as missing, nor as stray)."""
-    return {"pictures": f"tests/lessons/pictures_{module}.py"}
-
-
-def read_catalog(root: Path) -> Catalog:
-    """``root/course/catalog.toml`` parsed like the course's own (its paths are not used)."""
-    with open(root / "course" / "catalog.toml", "rb") as handle:
-        return _parse(tomllib.load(handle))
 
 
 def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
@@ -174,7 +137,7 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
         problems.append(
             Problem("no-exercises", "course/catalog.toml", f"{lesson.module} lists no exercises.")
         )
-    solution = _parse_source(root, files["solution"], problems) if present["solution"] else None
+    solution = parse_source(root, files["solution"], problems) if present["solution"] else None
     if solution is not None:
         problems += todo_problems(lesson, solution, files["solution"])
         problems += source_problems(root, lesson)
@@ -187,199 +150,6 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
                 lesson, root / "solutions", test_file, files["solution"], files["grading tests"]
             )
     return problems
-
-
-def _parse_source(root: Path, relative: str, problems: list[Problem]) -> ast.Module | None:
-    try:
-        return ast.parse((root / relative).read_text(encoding="utf-8"), filename=relative)
-    except (SyntaxError, UnicodeDecodeError, ValueError) as error:
-        problems.append(Problem("syntax-error", relative, f"The file cannot be parsed: {error}."))
-        return None
-
-
-def public_functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    """Top-level functions not starting with ``_``, and public methods as ``Class.method``."""
-    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
-            found[node.name] = node
-        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                    not item.name.startswith("_") or item.name == "__init__"
-                ):
-                    found[f"{node.name}.{item.name}"] = item
-    return found
-
-
-def todo_problems(lesson: Lesson, solution: ast.Module, where: str) -> list[Problem]:
-    """Each exercise function says what to do in numbered TODO steps (in the solution, which
-    the skeleton copies)."""
-    functions = public_functions(solution)
-    problems = []
-    for exercise in lesson.exercises:
-        node = functions.get(exercise.name)
-        if node is None:
-            problems.append(
-                Problem(
-                    "missing-function",
-                    where,
-                    f"The catalog's exercise {exercise.name} has no function of that name here.",
-                )
-            )
-            continue
-        doc = ast.get_docstring(node) or ""
-        todo = doc.split("TODO", 1)[1] if "TODO" in doc else ""
-        if not _TODO_STEP.search(todo):
-            problems.append(
-                Problem(
-                    "missing-todo",
-                    where,
-                    f"{exercise.name}'s docstring has no "
-                    "numbered TODO steps (a 'TODO:' line, then '1. ...').",
-                )
-            )
-    return problems
-
-
-def source_problems(root: Path, lesson: Lesson) -> list[Problem]:
-    """Every exercise function of the solution has a solution region, and the checked-in
-    skeleton is what the generator makes of the solution."""
-    files = lesson_files(lesson.module)
-    where, target = files["solution"], root / files["skeleton"]
-    source = (root / where).read_text(encoding="utf-8")
-    try:
-        split = lesson_source.parse(source, where)
-        generated = lesson_source.skeleton(source, lesson, where)
-    except lesson_source.LessonSourceError as error:
-        return [Problem("solution-region-error", where, str(error))]
-    problems = []
-    for exercise in lesson.exercises:
-        function = split.function(exercise.name)
-        if function is not None and not function.regions:
-            problems.append(
-                Problem(
-                    "missing-solution-region",
-                    where,
-                    f"{exercise.name} has no solution region: put its body between "
-                    f"{lesson_source.BEGIN!r} and {lesson_source.END!r} lines, so that the skeleton "
-                    "leaves it to the learner.",
-                )
-            )
-    if target.is_file() and target.read_bytes() != generated.encode("utf-8"):
-        problems.append(
-            Problem(
-                "skeleton-stale",
-                files["skeleton"],
-                f"It is not what {where} generates (first difference at line "
-                f"{_first_difference(target.read_text(encoding='utf-8', errors='replace'), generated)}): "
-                f"edit the solution, not the skeleton, and run `{WRITE_SKELETONS}`.",
-            )
-        )
-    return problems
-
-
-def _first_difference(ours: str, theirs: str) -> int:
-    a, b = ours.splitlines(), theirs.splitlines()
-    return next((n for n, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y), min(len(a), len(b)) + 1)
-
-
-def write_skeletons(root: Path = REPO) -> list[str]:
-    """Generate the skeleton of every lesson that has a solution; the files it changed."""
-    root = Path(root).resolve()
-    changed = []
-    for lesson in read_catalog(root).lessons:
-        files = lesson_files(lesson.module)
-        solution, target = root / files["solution"], root / files["skeleton"]
-        if not solution.is_file():
-            continue
-        text = lesson_source.skeleton(solution.read_text(encoding="utf-8"), lesson, files["solution"])
-        if not target.is_file() or target.read_bytes() != text.encode("utf-8"):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(text.encode("utf-8"))
-            changed.append(files["skeleton"])
-    return changed
-
-
-def _grade(lesson: Lesson, folder: Path, test_file: Path) -> LessonResult:
-    """Grade in this process. pytest (importlib mode) reuses a test module already in
-    sys.modules under the same name, so a test file of another root graded earlier in this
-    process would silently stand in for this one: forget it before and after."""
-    from course.engine.runner import grade
-
-    sys.modules.pop(test_file.stem, None)
-    try:
-        return grade(lesson, folder, test_file=test_file)
-    finally:
-        sys.modules.pop(test_file.stem, None)
-
-
-def skeleton_grade_problems(lesson: Lesson, folder: Path, test_file: Path, where: str) -> list[Problem]:
-    """The fresh skeleton grades "not-started" in every single check."""
-    result = _grade(lesson, folder, test_file)
-    if result.message and not result.untied:
-        return [
-            Problem("skeleton-error", where, f"Grading the skeleton failed: {_first_line(result.message)}")
-        ]
-    started = [
-        f"{e.name}/{c.name} ({c.status})"
-        for e in result.exercises
-        for c in e.checks
-        if c.status != NOT_STARTED
-    ]
-    if not started:
-        return []
-    return [
-        Problem(
-            "skeleton-not-stub",
-            where,
-            f"{len(started)} check(s) do not grade "
-            f"not-started, e.g. {', '.join(started[:3])}: is the skeleton solved by "
-            "accident?",
-        )
-    ]
-
-
-def solution_grade_problems(
-    lesson: Lesson, folder: Path, test_file: Path, where: str, tests_where: str
-) -> list[Problem]:
-    """The solution passes every check, and every grading test belongs to an exercise."""
-    result = _grade(lesson, folder, test_file)
-    if result.untied:
-        return [
-            Problem(
-                "untied-test",
-                tests_where,
-                f"Tests without an @exercise marker naming "
-                f"an exercise of {lesson.module} in the catalog: {', '.join(result.untied)}.",
-            )
-        ]
-    problems = [
-        Problem("untested-exercise", tests_where, f"No grading test is marked @exercise({exercise.name!r}).")
-        for exercise in result.exercises
-        if not exercise.checks
-    ]
-    if result.passed or problems:
-        return problems
-    if result.message:
-        return [
-            Problem("solution-fails", where, f"Grading the solution failed: {_first_line(result.message)}")
-        ]
-    failed = [
-        f"{e.name}/{c.name} ({c.status}: {_first_line(c.message)})"
-        for e in result.exercises
-        for c in e.checks
-        if c.status != "passed"
-    ]
-    return [
-        Problem("solution-fails", where, f"{len(failed)} check(s) do not pass, e.g. {'; '.join(failed[:2])}.")
-    ]
-
-
-def _first_line(text: str) -> str:
-    """The first line of a message, and its last when it has more (the error of a traceback)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
-    return (lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")[:300]
 
 
 def manifest_problems(root: Path) -> list[Problem]:
