@@ -5,6 +5,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import termios
@@ -16,9 +17,13 @@ from tests.helpers import SOLUTIONS
 
 
 def controlling_terminal():
-    """In the child: a new session whose controlling terminal is the pty (so ^C is SIGINT)."""
+    """In the child: a new session whose controlling terminal is the pty (so ^C is SIGINT), with
+    SIGINT delivered and handled by default, as a shell in a real terminal starts a program (the
+    test process may run with signals blocked or ignored: the pytest-xdist worker, a library)."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:
