@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,45 @@ def format_learner_error(info: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """One call measured by the grader (``LearnerModule.measure``): what it returned, the peak
+    of the worker's resident memory during the call above a blank worker's (numpy loaded,
+    nothing of the learner's), and the wall time from sending the call to reading its reply."""
+
+    result: Any
+    peak_bytes: int
+    seconds: float
+
+
+_BLANK_RESIDENT: dict[int, int] = {}  # memory limit -> resident size of a blank measured worker
+
+
+def _blank_resident(limits: Limits) -> int:
+    """The resident memory of a measured worker that imported an empty module: what every
+    measurement is counted from. Measured once per grading process, in a worker of its own."""
+    if limits.memory_bytes not in _BLANK_RESIDENT:
+        folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
+        (folder / "course_blank.py").write_text("", encoding="utf-8")
+        worker = Worker(folder, measured=True)
+        try:
+            worker.load(folder, "course_blank", limits)
+            if not worker.wait_imported(time.monotonic() + 30).get("ok"):
+                raise RuntimeError("the grader could not start a worker to measure memory")
+            _BLANK_RESIDENT[limits.memory_bytes] = worker.memory()[0]
+        except (EOFError, TimeoutError, OSError, protocol.ProtocolError) as problem:
+            raise RuntimeError(
+                f"the grader could not start a worker to measure memory: {problem!r}"
+            ) from None
+        finally:
+            worker.kill()
+            worker.output_path.unlink(missing_ok=True)
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    return _BLANK_RESIDENT[limits.memory_bytes]
+
+
 class LearnerFunction:
     """A callable stand-in for one of the learner's functions."""
 
@@ -149,6 +189,7 @@ class LearnerModule:
         self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.mutated: list[str] = []
+        self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
@@ -302,3 +343,64 @@ class LearnerModule:
             worker.kill()  # its keeper kills whatever the learner's code started, and only that
             worker.output_path.unlink(missing_ok=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # -- measured calls ------------------------------------------------------------------------
+    def measure(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
+        """Call ``name(*args, **kwargs)`` in a worker of its own whose memory the grader reads
+        from the kernel, never from the worker: the high-water mark of its resident memory is
+        reset (``/proc/<pid>/clear_refs``) just before the call and read (``VmHWM``) just after
+        the reply. That worker may not start other processes (its keeper forbids fork and
+        exec), so everything the learner's code holds is in that one figure. ``peak_bytes``
+        counts from a blank worker's resident size, so it includes what the learner's module
+        keeps between calls and the call's inputs; see ``testing.check_peak_below``.
+
+        Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
+        (no Landlock, so learner code could reset the mark itself)."""
+        blank = _blank_resident(self.limits)
+        usual = self._worker
+        meter = self._meter if self._meter is not None and self._meter.running() else None
+        if meter is None:
+            meter = self.start(Worker(self.scratch, measured=True))  # loaded as any worker is
+        self._worker = meter
+        try:
+            report = self.import_report()
+            if report.get("ok") and not report.get("sandbox"):
+                raise RuntimeError(
+                    "Memory cannot be measured on this machine: it has no Landlock, so the code "
+                    "measured could reset its own high-water mark."
+                )
+            if self._worker is meter:  # else the import failed and call() raises for it
+                try:
+                    meter.reset_peak()
+                except OSError:
+                    self._retire(meter)
+                    raise LearnerError(
+                        f"The grader could not measure the memory of {name}: the process running "
+                        "your code no longer lets it (did your code change its own process "
+                        "settings, e.g. with prctl?)."
+                    ) from None
+            start = time.monotonic()
+            try:
+                result = self.call(name, args, kwargs)
+            except LearnerError as problem:
+                if problem.kind in ("PermissionError", "BlockingIOError") and "not permitted" in problem.text:
+                    raise LearnerError(
+                        f"{problem}\n(While its memory is measured, {name} may not start other "
+                        "processes: compute the result in the function itself.)",
+                        {"type": problem.kind, "message": problem.text},
+                    ) from None
+                raise
+            seconds = time.monotonic() - start
+            if self._worker is not meter:
+                raise LearnerError(f"The process running {name} ended before its memory could be read.")
+            try:
+                _, peak = meter.memory()
+            except OSError:
+                self._retire(meter)
+                raise LearnerError(
+                    f"The process running {name} ended before its memory could be read."
+                ) from None
+            return Measurement(result, max(0, peak - blank), seconds)
+        finally:
+            self._meter = self._worker if self._worker is meter else None
+            self._worker = usual if usual is not None and usual is not meter else None

@@ -19,6 +19,12 @@ When told to stop, or as soon as the worker ended, the keeper kills its whole su
 it has no child left (every descendant, orphans included, is in its subtree) and exits. So a
 check kills exactly what its workers started, and nothing of the caller's.
 
+A worker started for measuring memory (a fifth argument ``measured``) may start no other
+process: before anything of the learner's runs, its side of the fork installs a seccomp filter
+that refuses fork, vfork, clone without a shared address space, clone3 and exec (see
+``_forbid_new_processes``). Its threads share its memory, so the kernel's count of its resident
+memory (read by the grader in ``/proc``) is all the memory the learner's code can hold.
+
 Standard library only, and nothing heavy before the fork: the worker start is on the critical
 path of a cold check.
 """
@@ -33,6 +39,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 def main(argv: list[str]) -> int:
     request_fd, response_fd, control_fd, status_fd = (int(arg) for arg in argv[:4])
+    measured = argv[4:5] == ["measured"]
     import ctypes
 
     if ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -42,6 +49,8 @@ def main(argv: list[str]) -> int:
         os.close(control_fd)  # the learner must not read the grader's orders nor forge a status
         os.close(status_fd)
         os.setpgid(0, 0)
+        if measured and not _forbid_new_processes():
+            os._exit(71)  # no filter, no sound measurement: the grader says so (EX_OSERR)
         from course.engine.worker import main as work
 
         return work([str(request_fd), str(response_fd)])
@@ -55,6 +64,59 @@ def main(argv: list[str]) -> int:
     _keep(worker, control_fd, status_fd)
     _sweep(worker)
     os._exit(0)
+
+
+# seccomp: (audit arch, denied syscalls, clone, clone3) per machine; x86_64 also denies x32 numbers
+_SECCOMP_ARCH = {
+    "x86_64": (0xC000003E, (57, 58, 59, 322), 56, 435),  # fork, vfork, execve, execveat
+    "aarch64": (0xC00000B7, (221, 281), 220, 435),  # execve, execveat
+}
+
+
+def _forbid_new_processes() -> bool:
+    """Install a seccomp filter (for this process and any thread it starts) that makes fork,
+    vfork, exec and a clone without CLONE_VM fail with EPERM and clone3 with ENOSYS (so libc
+    falls back to clone, whose flags the filter can read). A clone with CLONE_VM (a thread, or
+    the first step of posix_spawn, whose exec is refused) shares this process's memory. Returns
+    False when the filter cannot be installed."""
+    import ctypes
+    import platform
+    import struct
+
+    machine = _SECCOMP_ARCH.get(platform.machine())
+    if machine is None:
+        return False
+    arch, denied, clone, clone3 = machine
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill = 0x7FFF0000, 0x80000000
+    eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
+    code: list[tuple[int, object, object, int]] = [(load, 0, 0, 4), (jeq, 0, "kill", arch), (load, 0, 0, 0)]
+    if platform.machine() == "x86_64":
+        code.append((jge, "deny", 0, 0x40000000))  # the x32 numbering of the same calls
+    code += [(jeq, "deny", 0, number) for number in denied]
+    code += [
+        (jeq, "nosys", 0, clone3),
+        (jeq, 0, "allow", clone),
+        (load, 0, 0, 16),
+        (jset, "allow", "deny", 0x100),
+    ]
+    labels = {"allow": len(code), "deny": len(code) + 1, "nosys": len(code) + 2, "kill": len(code) + 3}
+    code += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, enosys), (ret, 0, 0, kill)]
+    raw = b"".join(
+        struct.pack(
+            "=HBBI",
+            op,
+            *(labels[j] - index - 1 if isinstance(j, str) else int(j) for j in (jt, jf)),  # type: ignore[call-overload]
+            k,
+        )
+        for index, (op, jt, jf, k) in enumerate(code)
+    )
+    program = ctypes.create_string_buffer(raw, len(raw))
+    fprog = struct.pack("=HxxxxxxQ", len(code), ctypes.addressof(program))
+    libc = ctypes.CDLL(None)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
+        return False
+    return bool(libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
 
 
 def _report(status_fd: int, line: bytes) -> None:

@@ -37,7 +37,10 @@ class Worker:
     as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
     worker's, as the keeper reports it."""
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, measured: bool = False) -> None:
+        """``measured``: a worker whose memory the grader measures (``reset_peak``, ``memory``):
+        its keeper forbids it to start any other process (see ``keeper``)."""
+        self.measured = measured
         self._buffer = b""
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
@@ -53,9 +56,10 @@ class Worker:
         os.close(handle)  # reopened below as the worker's stdout; never leak the descriptor
         self.output_path = Path(name)
         ends = (request_read, response_write, control_read, status_write)
+        mode = ["measured"] if measured else []
         with open(self.output_path, "wb") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends)],
+                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
                 pass_fds=ends,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
@@ -192,6 +196,30 @@ class Worker:
                 return handle.read(200_000).decode("utf-8", "replace")
         except OSError:
             return ""
+
+    # -- its memory, as the kernel counts it (never as the worker reports it) ------------------
+    def _proc(self, name: str) -> str:
+        """``/proc/<worker pid>/<name>`` for a worker still alive and still the keeper's child
+        (so never a recycled pid)."""
+        pid = self.pid
+        if pid is None or not self.running():
+            raise ProcessLookupError("the worker is not running")
+        return f"/proc/{pid}/{name}"
+
+    def reset_peak(self) -> None:
+        """Make the kernel's high-water mark of the worker's resident memory (VmHWM) its current
+        resident size. Written from here: learner code may not write files in /proc (Landlock)."""
+        with open(self._proc("clear_refs"), "w") as handle:
+            handle.write("5")
+
+    def memory(self) -> tuple[int, int]:
+        """(resident, peak resident since the last ``reset_peak``) of the worker, in bytes, as
+        ``/proc/<pid>/status`` says; raises ProcessLookupError if the worker is gone."""
+        with open(self._proc("status"), encoding="ascii", errors="replace") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        if fields.get("PPid", "").strip() != str(self.process.pid) or "VmHWM" not in fields:
+            raise ProcessLookupError("the worker is not running")
+        return (int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024)
 
     def kill(self) -> None:
         """Stop the worker: its keeper kills it and everything it started (whatever session or

@@ -314,3 +314,18 @@ def check_scalar(actual: Any, expected: float, *, what: str, rtol: float = 1e-9)
         raise AssertionError(f"{what} returned {_type_name(actual)}; expected the number {expected}.")
     if not np.isclose(float(actual), float(expected), rtol=rtol, atol=0):
         raise AssertionError(f"{what} returned {actual}; expected {expected}.")
+
+
+def _mib(size: float) -> str:
+    return f"{size / 1024**2:.1f} MiB"
+
+
+def check_peak_below(peak_bytes: int, limit_bytes: float, *, what: str, hint: str = "") -> None:
+    """The memory a measured call used at its peak (``lesson.measure(...).peak_bytes``, read by
+    the grader from the kernel) is under ``limit_bytes``; else a message in MiB, with ``hint``
+    (say, which array would take that much: "a (T, S) array of scores takes 97.7 MiB")."""
+    if peak_bytes >= limit_bytes:
+        raise AssertionError(
+            f"{what} used {_mib(peak_bytes)} of memory at its peak; it must stay under "
+            f"{_mib(limit_bytes)}." + (f" {hint}" if hint else "")
+        )

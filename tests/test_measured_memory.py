@@ -1,0 +1,130 @@
+"""Issue 10, item 4: a call's peak memory is measured by the grader, from the kernel's count of
+the worker's resident memory, never from a figure the worker reports; cheats that hide memory
+from an in-process count (tracemalloc.stop, mmap, a child process, resetting the mark) are
+measured anyway or refused."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from course.engine import client, testing
+
+T, S = 64, 200_000  # a (T, S) float64 array: 97.7 MiB
+FULL = T * S * 8
+MIB = 1024**2
+
+SOURCE = textwrap.dedent(
+    """
+    import mmap, os, subprocess, sys, tracemalloc
+    import numpy as np
+
+    def full(t, s):
+        scores = np.ones((t, s))
+        return scores.sum(axis=1)
+
+    def streaming(t, s):
+        total = np.zeros(t)
+        for start in range(0, s, 64):
+            total += np.ones((t, min(64, s - start))).sum(axis=1)
+        return total
+
+    def untraced(t, s):
+        tracemalloc.stop()
+        return full(t, s)
+
+    def in_mmap(t, s):
+        memory = mmap.mmap(-1, t * s * 8)
+        scores = np.frombuffer(memory, dtype=np.float64).reshape(t, s)
+        scores[:] = 1.0
+        result = scores.sum(axis=1)
+        del scores
+        memory.close()
+        return result
+
+    def resets_the_mark(t, s):
+        result = full(t, s)
+        try:
+            with open("/proc/self/clear_refs", "w") as handle:
+                handle.write("5")
+        except OSError:
+            pass
+        return result
+
+    KEPT = []
+
+    def keeps(t, s):
+        KEPT.append(np.ones((t, s)))
+        return np.zeros(t)
+
+    def uses_kept(t, s):
+        KEPT[0][:] = 2.0
+        return KEPT[0].sum(axis=1)
+
+    def drop(t, s):
+        KEPT.clear()
+        return np.zeros(t)
+
+    def in_fork(t, s):
+        if os.fork() == 0:
+            np.ones((t, s))
+            os._exit(0)
+        return np.full(t, float(s))
+
+    def in_multiprocessing(t, s):
+        import multiprocessing
+        child = multiprocessing.get_context("fork").Process(target=full, args=(t, s))
+        child.start()
+        return np.full(t, float(s))
+
+    def in_subprocess(t, s):
+        subprocess.Popen([sys.executable, "-c", f"import numpy; numpy.ones(({t}, {s}))"])
+        return np.full(t, float(s))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.LearnerModule]:
+    folder: Path = tmp_path_factory.mktemp("measured")
+    (folder / "l00_memory.py").write_text(SOURCE, encoding="utf-8")
+    module = client.LearnerModule(folder, "l00_memory", client.Limits(call_seconds=20.0))
+    yield module
+    module.close()
+
+
+@pytest.mark.parametrize("name", ["full", "untraced", "in_mmap", "resets_the_mark"])
+def test_a_full_scores_array_is_measured_near_its_size_however_it_is_allocated(
+    lesson: client.LearnerModule, name: str
+) -> None:
+    measured = lesson.measure(name, T, S)
+    assert measured.result.shape == (T,) and measured.result[0] == S
+    assert 0.9 * FULL < measured.peak_bytes < FULL + 60 * MIB, measured.peak_bytes / MIB
+    with pytest.raises(AssertionError, match=r"used \d+\.\d MiB of memory at its peak; it must stay under"):
+        testing.check_peak_below(measured.peak_bytes, FULL / 2, what=f"{name}(q, k, v)")
+
+
+def test_streaming_over_blocks_of_keys_is_measured_far_smaller(lesson: client.LearnerModule) -> None:
+    measured = lesson.measure("streaming", T, S)
+    assert measured.result[0] == S
+    assert measured.peak_bytes < 20 * MIB, measured.peak_bytes / MIB
+    testing.check_peak_below(measured.peak_bytes, FULL / 2, what="streaming(q, k, v)")
+    assert lesson.streaming(T, 128)[0] == 128  # the usual worker still answers ordinary calls
+
+
+def test_memory_kept_from_an_earlier_call_counts(lesson: client.LearnerModule) -> None:
+    lesson.measure("keeps", T, S)  # allocated in one call, written in the next: still counted
+    try:
+        assert lesson.measure("uses_kept", T, S).peak_bytes > 0.9 * FULL
+    finally:
+        lesson.measure("drop", T, S)
+    assert lesson.measure("streaming", T, S).peak_bytes < 20 * MIB  # given back: counted no more
+
+
+@pytest.mark.parametrize("name", ["in_fork", "in_multiprocessing", "in_subprocess"])
+def test_a_measured_call_may_not_start_another_process(lesson: client.LearnerModule, name: str) -> None:
+    with pytest.raises(client.LearnerError, match="may not start other processes"):
+        lesson.measure(name, T, S)
