@@ -14,8 +14,10 @@ must appear in the messages), optionally `# seconds: N` (default 20) and `# limi
 (entries that replace the suite's defaults below, for a case whose verdict would otherwise
 depend on which of two limits the machine's load lets it reach first). Then `# ---- NAME`
 lines start the files to put in the workspace: the lesson file itself, and anything else (a
-conftest.py, a numpy.py ...); a file whose content is the line `<delete>` is removed, one whose
-content is `<solution>` is the lesson's solution. Earlier lessons are copied from the solutions.
+conftest.py, a numpy.py, a file in a subfolder ...); a file whose content is the line `<delete>`
+is removed, one whose content is `<solution>` is the lesson's solution (`<solution of
+l01_projections.py>`: that lesson's, for a file of another name). Earlier lessons are copied from
+the solutions.
 
 Both checks of a case are real `course check` processes: the JSON one proves the verdict, the
 screen one the rendering, and screen mode also runs the learner's code for shape traces and
@@ -148,10 +150,12 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_
     for earlier in load_catalog().lessons[: lesson.number - 1]:
         shutil.copy(SOLUTIONS / earlier.file_name, workspace)
     for name, content in files.items():
+        solution = re.fullmatch(rb"<solution(?: of (\S+))?>\n", content)
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         if content == b"<delete>\n":
             (workspace / name).unlink()
-        elif content == b"<solution>\n":
-            shutil.copy(SOLUTIONS / name, workspace)
+        elif solution:
+            shutil.copy(SOLUTIONS / (solution.group(1) or name.encode()).decode(), workspace / name)
         else:
             (workspace / name).write_bytes(content)
     pristine, learner = tree_digest(LESSONS), tree_digest(workspace)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,15 @@ class ImportFailed(LearnerProblem):
     def __init__(self, message: str, info: dict) -> None:
         super().__init__(message)
         self.info = info
+
+
+def lesson_modules(module: str) -> list[str]:
+    """The catalog's lesson modules in load order (a lesson imports only earlier ones), and
+    ``module`` last if it is not one of them."""
+    from course.catalog import load_catalog
+
+    names = [lesson.module for lesson in load_catalog().lessons]
+    return names if module in names else [*names, module]
 
 
 def format_learner_error(info: dict) -> str:
@@ -180,11 +190,14 @@ class LearnerModule:
         module: str,
         limits: Limits | None = None,
         spare: tuple[Worker, Path] | None = None,
+        lessons: Sequence[str] | None = None,
     ) -> None:
         """``spare``: a blank worker started ahead of time and its scratch folder, adopted
-        (and removed at close) by this module."""
+        (and removed at close) by this module. ``lessons``: the module names that are lessons
+        (default: the catalog's), each loaded only from ``source_dir/<name>.py``."""
         self.source_dir = Path(source_dir).resolve()
         self.module = module
+        self.lessons = list(lessons) if lessons is not None else lesson_modules(module)
         self.limits = limits or Limits.from_env()
         self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
@@ -202,7 +215,7 @@ class LearnerModule:
         if spare is not None and worker is None:
             spare.kill()
         worker = worker or Worker(self.scratch)
-        worker.load(self.source_dir, self.module, self.limits)
+        worker.load(self.source_dir, self.module, self.limits, self.lessons)
         self._worker = worker
         self.workers.append(worker)
         return worker

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -72,13 +73,16 @@ class Worker:
             os.close(fd)
         self.import_info: dict | None = None
 
-    def load(self, source_dir: Path, module: str, limits: Limits) -> None:
-        """Ask the worker to limit its memory and import ``module`` from ``source_dir``."""
+    def load(self, source_dir: Path, module: str, limits: Limits, lessons: Sequence[str] = ()) -> None:
+        """Ask the worker to limit its memory and import ``module`` from ``source_dir``;
+        ``module`` and ``lessons`` (the modules it may import as lessons, in load order) are
+        loaded only from ``source_dir/<name>.py``, compiled from source."""
         self.send(
             {
                 "op": "load",
                 "source_dir": str(source_dir),
                 "module": module,
+                "lessons": list(lessons),
                 "memory_bytes": limits.memory_bytes,
             },
             [],

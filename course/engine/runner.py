@@ -8,6 +8,8 @@ folder, and the grading plugin, which records results as data.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import importlib.util
 import io
 import os
 import sys
@@ -165,7 +167,7 @@ def grade(
         learner.close()
         tests.cleanup()
     misconceptions.label(result)
-    notices = [_encoding_notice(source_dir / lesson.file_name)]
+    notices = [_encoding_notice(source_dir / lesson.file_name), _ignored_files_notice(lesson, source_dir)]
     if tests.modified:
         notices.append(
             f"The course's grading tests were modified on this machine "
@@ -255,6 +257,66 @@ def _encoding_notice(path: Path) -> str:
         )
     except OSError:
         return ""
+
+
+def _ignored_files_notice(lesson: Lesson, source_dir: Path) -> str:
+    """What in the folder is named like a lesson module (this lesson or an earlier one it may
+    import) but is not its ``.py``: the worker never imports it, so say so. Found by listing
+    the folder here, never from the worker's report."""
+    modules = client.lesson_modules(lesson.module)
+    modules = modules[: modules.index(lesson.module) + 1]
+    try:
+        names = set(os.listdir(source_dir))
+        cached = set(os.listdir(source_dir / "__pycache__")) if "__pycache__" in names else set()
+    except OSError:
+        return ""
+    found: list[tuple[str, str, str]] = []  # (what, kind, module)
+    for module in modules:
+        for name in sorted(names):
+            if name == module and (source_dir / name).is_dir():
+                found.append((f"{name}/", "a package", module))
+            elif name == f"{module}.pth":
+                found.append((name, "a .pth file", module))
+            elif name.startswith(module + ".") and name != f"{module}.py":
+                suffix = name[len(module) :]
+                if suffix in importlib.machinery.EXTENSION_SUFFIXES or suffix.endswith((".so", ".pyd")):
+                    found.append((name, "an extension module", module))
+                elif suffix.endswith(".pyc"):
+                    found.append((name, "compiled bytecode", module))
+        for name in sorted(cached):
+            if name.startswith(module + ".") and name.endswith(".pyc"):
+                if not _ordinary_cache(source_dir / "__pycache__" / name, source_dir / f"{module}.py"):
+                    found.append((f"__pycache__/{name}", "compiled bytecode", module))
+    sentences = [
+        f"{what} ({kind} named like a lesson) is ignored: only {module}.py is graded."
+        for what, kind, module in found[:3]
+    ]
+    if len(found) > 3:
+        sentences.append(f"({len(found) - 3} more files named like a lesson are ignored too.)")
+    return " ".join(sentences)
+
+
+def _ordinary_cache(pyc: Path, source: Path) -> bool:
+    """True for the cache Python itself writes when it imports ``source`` (or for another
+    Python's cache): a timestamp-based or checked-hash .pyc that matches the source as it is
+    now. Such a file is nothing to mention; an unchecked-hash or stale one is."""
+    try:
+        with open(pyc, "rb") as handle:
+            header = handle.read(16)
+        if header[:4] != importlib.util.MAGIC_NUMBER:
+            return True
+        flags = int.from_bytes(header[4:8], "little")
+        if flags == 0:
+            stat = source.stat()
+            return header[8:16] == (
+                (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+            )
+        if flags == 3 and source.stat().st_size <= 16 * 2**20:  # checked hash
+            return header[8:16] == importlib.util.source_hash(source.read_bytes())
+    except OSError:
+        return False
+    return False
 
 
 def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:

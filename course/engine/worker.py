@@ -1,8 +1,9 @@
 """The worker: the only process that imports and runs a learner's module.
 
 Started by ``processes.Worker`` with ``python -I`` and two pipe descriptors. Its first message names
-the folder and module to load (a spare worker can wait for it with numpy already imported). It
-limits its own memory before importing anything of the learner's, imports the module, then
+the folder and module to load and the modules that are lessons (a spare worker can wait for it
+with numpy already imported). It limits its own memory before importing anything of the
+learner's, imports the module (lessons only from their ``.py`` source, see ``_LessonFinder``), then
 answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
 happened, including exceptions with the learner's own frames, and which inputs a call modified.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import builtins
 import errno
 import faulthandler
+import importlib.abc
+import importlib.machinery
 import inspect
 import os
 import resource
@@ -47,6 +50,41 @@ def _limit_resources(memory_bytes: int) -> None:
     # Printing floods a file, not the grader: past this size a print fails instead of growing it.
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+class _LessonLoader(importlib.abc.Loader):
+    """Executes a lesson module from its ``.py`` source, compiled here: never from bytecode."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: Any) -> None:
+        source = self.path.read_bytes()
+        code = compile(source, str(self.path), "exec", dont_inherit=True)  # not our __future__s
+        exec(code, module.__dict__)  # noqa: S102 - the learner's lesson file, in the worker
+
+
+class _LessonFinder(importlib.abc.MetaPathFinder):
+    """First in ``sys.meta_path``: a module named like a lesson (``names``, data from the
+    grader) is only ever ``<source_dir>/<name>.py``, never a package, a ``.pyc``, an extension
+    module or anything else on the path named like it. No such file: no such module."""
+
+    def __init__(self, source_dir: Path, names: list[str]) -> None:
+        self.source_dir = source_dir
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.names:
+            return None
+        file = self.source_dir / f"{fullname}.py"
+        if not file.is_file():  # the same words as Python's own import system
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        spec = importlib.machinery.ModuleSpec(fullname, _LessonLoader(file), origin=str(file))
+        spec.has_location = True  # sets __file__, which tracebacks and shape traces read
+        return spec
 
 
 def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
@@ -253,8 +291,12 @@ def main(argv: list[str]) -> int:
         return 0
     source_dir = Path(str(order.get("source_dir", ""))).resolve()
     module_name = str(order.get("module", ""))
+    lessons = [name for name in order.get("lessons", []) if isinstance(name, str) and name.isidentifier()]
     _limit_resources(int(order.get("memory_bytes", 0)))
     sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
+    # Lesson modules (this one and those it imports) come from their .py source only, found
+    # before any other finder; the learner's own helpers (utils.py) import from the folder.
+    sys.meta_path.insert(0, _LessonFinder(source_dir, [*lessons, module_name]))
     sys.path.append(str(source_dir))  # last, so a learner's numpy.py cannot shadow numpy
 
     import importlib
