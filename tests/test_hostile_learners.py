@@ -178,6 +178,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_
         assert words.lower() in " ".join(messages.split()).lower(), (
             f"no message says {words!r}:\n{messages[:2500]}"
         )
+    assert "the grader itself hit a problem" not in messages.lower(), messages[:2500]
 
     screen, _ = course("check", lesson.id, cwd=workspace, tag=tag, limits=limits)
     text = screen.stdout.decode("utf-8", "replace")

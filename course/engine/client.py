@@ -157,6 +157,82 @@ def _blank_resident(limits: Limits) -> int:
     return _BLANK_RESIDENT[limits.memory_bytes]
 
 
+def malformed_reply(problem: protocol.ProtocolError) -> str:
+    """What a learner can do about a reply the grader refused (the worker's side, where their
+    code runs, wrote it): the grader reads and holds only bounded, well-formed replies."""
+    if isinstance(problem, protocol.TooLarge):
+        return (
+            f"The reply from your code to the grader was too large ({problem}). Return an array "
+            "of the shape the exercise asks for, and remove anything in your files that changes "
+            "the course's own modules (course.engine) or writes to the grader's pipes."
+        )
+    return (
+        f"The reply from your code to the grader was malformed ({problem}). Replies are written "
+        "by the course's worker, not by your code: remove anything in your files that changes "
+        "the course's own modules (course.engine) or writes to the grader's pipes."
+    )
+
+
+def _check_error(info: Any) -> dict:
+    """``info`` if it is an error description as the worker writes it, else ProtocolError."""
+
+    def text(value: Any, limit: int, optional: bool = False) -> bool:
+        return (optional and value is None) or (isinstance(value, str) and len(value) <= limit)
+
+    def number(value: Any) -> bool:
+        return value is None or isinstance(value, int)
+
+    if not isinstance(info, dict):
+        raise protocol.ProtocolError("an error that is not an object")
+    frames, syntax = info.get("frames", []), info.get("syntax")
+    if not (
+        text(info.get("type", ""), 200)
+        and text(info.get("message", ""), 20_000, optional=True)
+        and text(info.get("signature", ""), 2000)
+        and text(info.get("origin"), 200, optional=True)
+        and isinstance(frames, list)
+        and len(frames) <= 10_000
+        and (info.get("origin") is None or frames)
+    ):
+        raise protocol.ProtocolError("an error of the wrong shape")
+    for frame in frames:
+        if not (
+            isinstance(frame, dict)
+            and text(frame.get("file"), 1000)
+            and number(frame.get("line"))
+            and text(frame.get("function"), 1000)
+            and text(frame.get("code"), 1000, optional=True)
+        ):
+            raise protocol.ProtocolError("an error frame of the wrong shape")
+    if syntax is not None and not (
+        isinstance(syntax, dict)
+        and text(syntax.get("file"), 1000)
+        and number(syntax.get("line"))
+        and number(syntax.get("offset"))
+        and text(syntax.get("text"), 1000, optional=True)
+    ):
+        raise protocol.ProtocolError("a syntax error of the wrong shape")
+    return info
+
+
+def _check_reply(reply: dict, report: bool = False) -> dict:
+    """``reply`` (a call's, or the import ``report``) if its fields have the types the grader
+    reads, else ProtocolError. The result, the trace and ``mutated`` are checked where used."""
+    ok = reply.get("ok")
+    if not isinstance(ok, bool):
+        raise protocol.ProtocolError("no ok field")
+    if not ok:
+        _check_error(reply.get("error"))
+    modules = reply.get("lesson_modules", [])
+    if report and not (
+        isinstance(modules, list)
+        and len(modules) <= 1000
+        and all(isinstance(name, str) and len(name) <= 200 for name in modules)
+    ):
+        raise protocol.ProtocolError("a list of lesson modules of the wrong shape")
+    return reply
+
+
 class LearnerFunction:
     """A callable stand-in for one of the learner's functions."""
 
@@ -240,7 +316,7 @@ class LearnerModule:
             worker = self.start()
         deadline = self._deadline(self.limits.import_seconds)
         try:
-            return worker.wait_imported(deadline)
+            return _check_reply(worker.wait_imported(deadline), report=True)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
@@ -249,7 +325,10 @@ class LearnerModule:
                 f"{self.limits.import_seconds:g} s: is there a loop or a long "
                 f"computation at the top level of a file?{where}"
             ) from None
-        except (EOFError, protocol.ProtocolError):
+        except protocol.ProtocolError as problem:
+            self._retire(worker)
+            raise LearnerError(malformed_reply(problem) + " (while the file was being imported)") from None
+        except EOFError:
             message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message + " (while the file was being imported)") from None
@@ -288,6 +367,7 @@ class LearnerModule:
         try:
             worker.send(header, arrays)
             response, out = worker.receive(deadline)
+            _check_reply(response)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
@@ -296,7 +376,10 @@ class LearnerModule:
                 f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
                 f" look for a loop that never ends.{where}"
             ) from None
-        except (EOFError, BrokenPipeError, protocol.ProtocolError):
+        except protocol.ProtocolError as problem:
+            self._retire(worker)
+            raise LearnerError(malformed_reply(problem)) from None
+        except (EOFError, BrokenPipeError):
             message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message) from None
@@ -309,7 +392,11 @@ class LearnerModule:
             labels[i] if isinstance(i, int) and 0 <= i < len(labels) else "an input"
             for i in (mutated if isinstance(mutated, list) else [])
         ]
-        return protocol.decode(response["result"], out)
+        try:
+            return protocol.decode(response.get("result"), out)
+        except protocol.ProtocolError as problem:
+            self._retire(worker)
+            raise LearnerError(malformed_reply(problem)) from None
 
     def _problem(self, info: dict, name: str) -> LearnerProblem:
         if info.get("type") == "NotImplementedError":

@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pytest
 
-from course.engine import client
+from course.engine import client, protocol
 from course.engine.results import ERROR, FAILED, NOT_STARTED, PASSED, TIMEOUT
 
 
@@ -51,6 +51,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return TIMEOUT, message
     if isinstance(exc, client.LearnerProblem):
         return ERROR, message
+    if isinstance(exc, protocol.ProtocolError):  # a reply forged on the learner's side
+        return ERROR, client.malformed_reply(exc)
     if isinstance(exc, AssertionError):
         notes = [n for n in getattr(exc, "__notes__", []) if n.startswith("Falsifying example")]
         if notes:

@@ -42,7 +42,7 @@ class Worker:
         """``measured``: a worker whose memory the grader measures (``reset_peak``, ``memory``):
         its keeper forbids it to start any other process (see ``keeper``)."""
         self.measured = measured
-        self._buffer = b""
+        self._buffer = bytearray()
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
         control_read, self._control = os.pipe()
@@ -90,6 +90,8 @@ class Worker:
 
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
+        """``size`` bytes of the reply (asked for only within the reply's bounds, and at most
+        one read of 1 MiB beyond them is held)."""
         while len(self._buffer) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -101,11 +103,21 @@ class Worker:
             if not chunk:
                 raise EOFError
             self._buffer += chunk
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return data
 
-    def receive(self, deadline: float) -> tuple[dict, list[np.ndarray]]:
-        return protocol.unpack(lambda n: self._read(n, deadline))
+    def receive(
+        self, deadline: float, max_arrays: int = protocol.REPLY_ARRAYS
+    ) -> tuple[dict, list[np.ndarray]]:
+        """One reply, within the bounds of a reply (``protocol.REPLY_*``): a reply that announces
+        more raises ``protocol.TooLarge`` before more of it is read."""
+        return protocol.unpack(
+            lambda n: self._read(n, deadline),
+            max_header=protocol.REPLY_HEADER,
+            max_bytes=protocol.REPLY_BYTES,
+            max_arrays=max_arrays,
+        )
 
     def send(self, header: dict, arrays: list[np.ndarray]) -> None:
         protocol.write_all(self._request, protocol.pack(header, arrays))
@@ -113,7 +125,7 @@ class Worker:
     def wait_imported(self, deadline: float) -> dict:
         """The worker's import report (cached): ok, error, lesson_modules."""
         if self.import_info is None:
-            self.import_info, _ = self.receive(deadline)
+            self.import_info, _ = self.receive(deadline, max_arrays=0)  # a report has no arrays
         return self.import_info
 
     # -- what the keeper says ------------------------------------------------------------------
@@ -270,10 +282,10 @@ def _learner_line(dump: str, source_dir: Path) -> str:
 
 def _source_line(path: Path, number: int) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for index, line in enumerate(handle, 1):
-                if index == number:
-                    return line.strip()[:120]
+        with open(path, "rb") as handle:  # its start only: a learner's file may be huge
+            lines = handle.read(2 << 20).split(b"\n")
+        if 0 < number <= len(lines):
+            return lines[number - 1].decode("utf-8", "replace").strip()[:120]
     except OSError:
         pass
     return ""

@@ -38,10 +38,22 @@ MAX_HEADER = 16 * 1024 * 1024
 MAX_ARRAY = 512 * 1024 * 1024
 MAX_ITEMS = 64
 MAX_DEPTH = 4
+MAX_ARRAYS = 10_000
+
+# What the grader reads of one reply from the worker, whose side anything may forge: a check's
+# inputs and results are kilobytes, so these are generous, and a reply announcing more is refused
+# before any of it is read (the worker's memory limit does not cover the grader's process).
+REPLY_HEADER = 4 * 1024 * 1024
+REPLY_BYTES = 64 * 1024 * 1024  # the header and all the arrays of one reply
+REPLY_ARRAYS = 4096
 
 
 class ProtocolError(Exception):
     """The other side sent something that is not a valid message."""
+
+
+class TooLarge(ProtocolError):
+    """The other side announced a message larger than the reader accepts."""
 
 
 class Opaque:
@@ -109,31 +121,43 @@ def describe(value: Any) -> dict:
     return {"o": type(value).__name__[:100], "r": text[:200]}
 
 
+_FORMS = ({"a"}, {"a", "scalar"}, {"v"}, {"t"}, {"l"}, {"d"}, {"o"}, {"o", "r"})
+
+
 def decode(tagged: Any, arrays: list[np.ndarray], depth: int = 0) -> Any:
-    """Inverse of ``encode``; raises ProtocolError on anything malformed."""
-    if not isinstance(tagged, dict) or len(tagged) == 0 or depth > MAX_DEPTH + 1:
+    """Inverse of ``encode``; raises ProtocolError on anything malformed (an unknown tag, a value
+    of the wrong type, too many items, too deep, an array index that is not there)."""
+    if not isinstance(tagged, dict) or set(tagged) not in _FORMS or depth > MAX_DEPTH + 1:
         raise ProtocolError("malformed value")
     if "a" in tagged:
         index = tagged["a"]
-        if not isinstance(index, int) or not 0 <= index < len(arrays):
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(arrays):
             raise ProtocolError("bad array index")
         array = arrays[index]
-        return array[()] if tagged.get("scalar") else array
+        scalar = tagged.get("scalar", False)
+        if not isinstance(scalar, bool) or (scalar and array.ndim != 0):
+            raise ProtocolError("malformed scalar")
+        return array[()] if scalar else array
     if "v" in tagged:
-        return tagged["v"]
+        value = tagged["v"]
+        if not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ProtocolError("malformed plain value")
+        if isinstance(value, str) and len(value) > 10_000:
+            raise ProtocolError("string too long")
+        return value
     if "t" in tagged or "l" in tagged:
         items = tagged.get("t", tagged.get("l"))
-        if not isinstance(items, list):
+        if not isinstance(items, list) or len(items) > MAX_ITEMS:
             raise ProtocolError("malformed sequence")
         decoded = [decode(item, arrays, depth + 1) for item in items]
         return tuple(decoded) if "t" in tagged else decoded
     if "d" in tagged:
-        if not isinstance(tagged["d"], dict):
+        if not isinstance(tagged["d"], dict) or len(tagged["d"]) > MAX_ITEMS:
             raise ProtocolError("malformed dict")
         return {str(k): decode(v, arrays, depth + 1) for k, v in tagged["d"].items()}
-    if "o" in tagged:
-        return Opaque(str(tagged["o"])[:100], str(tagged.get("r", ""))[:200])
-    raise ProtocolError("unknown tag")
+    if not isinstance(tagged["o"], str) or not isinstance(tagged.get("r", ""), str):
+        raise ProtocolError("malformed description")
+    return Opaque(tagged["o"][:100], tagged.get("r", "")[:200])
 
 
 def pack(header: dict, arrays: list[np.ndarray]) -> bytes:
@@ -164,20 +188,39 @@ def _array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     """Validate one array description from the other side: a numeric dtype and a sane shape."""
     try:
         kind, shape = spec
-        dtype = _dtype(str(kind))
+        if not isinstance(kind, str) or not isinstance(shape, list) or len(shape) > 32:
+            raise ProtocolError("bad array description")
+        dtype = _dtype(kind)
         shape = tuple(int(n) for n in shape)
-    except (TypeError, ValueError) as exc:
+    except ProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - numpy's refusals of a forged dtype vary
         raise ProtocolError("bad array description") from exc
-    if dtype.kind not in "biufc" or dtype.hasobject or len(shape) > 32 or min(shape, default=0) < 0:
+    if dtype.kind not in "biufc" or dtype.hasobject or min(shape, default=0) < 0:
         raise ProtocolError("unsupported array")
-    size = int(_prod(shape, dtype=_int64)) * dtype.itemsize
+    size = dtype.itemsize
+    for n in shape:  # Python ints: a forged shape cannot overflow into a small size
+        size *= n
     if size > MAX_ARRAY:
-        raise ProtocolError("array too large")
+        raise TooLarge(f"an array of {_mib(size)} announced, at most {_mib(MAX_ARRAY)} allowed")
     return dtype, shape, size
 
 
-def unpack(read: Callable[[int], bytes]) -> tuple[dict, list[np.ndarray]]:
-    """Read one message with ``read(n)``; a short read is the end of the stream (EOFError)."""
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.1f} MiB"
+
+
+def unpack(
+    read: Callable[[int], bytes],
+    max_header: int = MAX_HEADER,
+    max_bytes: int | None = None,
+    max_arrays: int = MAX_ARRAYS,
+) -> tuple[dict, list[np.ndarray]]:
+    """Read one message with ``read(n)``; a short read is the end of the stream (EOFError).
+
+    A message whose header is over ``max_header`` bytes, that announces more than ``max_arrays``
+    arrays or more than ``max_bytes`` bytes in all, or that is not what it should be, raises
+    ProtocolError (TooLarge for the sizes) before anything more of it is read."""
 
     def take(n: int) -> bytes:
         data = read(n)
@@ -186,17 +229,25 @@ def unpack(read: Callable[[int], bytes]) -> tuple[dict, list[np.ndarray]]:
         return data
 
     (size,) = struct.unpack(">I", take(4))
-    if size > MAX_HEADER:
-        raise ProtocolError("header too large")
+    if size > max_header:
+        raise TooLarge(f"a header of {_mib(size)} announced, at most {_mib(max_header)} allowed")
     try:
         header = json.loads(take(size))
+    except RecursionError as exc:  # json nests with the C stack: a forged header can be deep
+        raise ProtocolError("header nested too deeply") from exc
     except ValueError as exc:
         raise ProtocolError("header is not JSON") from exc
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise ProtocolError("header is not an object")
+    announced = header.pop("arrays", [])
+    if len(announced) > max_arrays:
+        raise TooLarge(f"{len(announced):,} arrays announced, at most {max_arrays:,} allowed")
+    specs = [_array_spec(spec) for spec in announced]
+    total = 4 + size + sum(nbytes for _, _, nbytes in specs)
+    if max_bytes is not None and total > max_bytes:
+        raise TooLarge(f"{_mib(total)} announced, at most {_mib(max_bytes)} allowed")
     arrays = []
-    for spec in header.pop("arrays", [])[:10_000]:
-        dtype, shape, nbytes = _array_spec(spec)
+    for dtype, shape, nbytes in specs:
         # bytearray: the arrays are writable, as the caller's own arrays would be
         arrays.append(_frombuffer(bytearray(take(nbytes)), dtype=dtype).reshape(shape))
     return header, arrays

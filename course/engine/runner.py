@@ -8,6 +8,7 @@ folder, and the grading plugin, which records results as data.
 from __future__ import annotations
 
 import ast
+import codecs
 import importlib.machinery
 import importlib.util
 import io
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from course.engine.plugin import GradingPlugin
 
 TRUSTED_INI = Path(__file__).with_name("grading.ini")
+LESSON_FILE_LIMIT = 2**20  # a lesson file is code: anything larger is not graded
 
 
 def _pytest_args(test_file: Path) -> list[str]:
@@ -132,6 +134,50 @@ def _missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
     )
 
 
+def _imported_lessons(lesson: Lesson) -> list[Lesson]:
+    """The earlier lessons ``lesson`` imports, directly or not, as the course's own skeletons
+    import them (read from those trusted sources, never from the learner's files)."""
+    from course.catalog import load_catalog
+
+    by_module = {entry.module: entry for entry in load_catalog().lessons}
+    found: list[Lesson] = []
+    pending = [lesson]
+    while pending:
+        try:
+            tree = ast.parse(pending.pop().skeleton.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                entry = by_module.get(name)
+                if entry is not None and entry not in found and entry.module != lesson.module:
+                    found.append(entry)
+                    pending.append(entry)
+    return found
+
+
+def _oversized_file_result(lesson: Lesson, source_dir: Path) -> LessonResult | None:
+    """An error result when the lesson file, or an earlier lesson's file it imports, is not
+    under ``LESSON_FILE_LIMIT`` (found by its size alone, nothing of it is read); else None."""
+    for name in [lesson.file_name, *(entry.file_name for entry in _imported_lessons(lesson))]:
+        try:
+            size = (source_dir / name).stat().st_size
+        except OSError:
+            continue
+        if size >= LESSON_FILE_LIMIT:
+            shown = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+            result = _missing_file_result(lesson, source_dir)
+            result.message = (
+                f"{name} is {shown}; a lesson file must be under {LESSON_FILE_LIMIT // 2**20} MiB, "
+                "so it was not graded. It holds your code, not data: remove what made it so "
+                "large (data pasted or written into it), then check again."
+            )
+            return result
+    return None
+
+
 def grade(
     lesson: Lesson,
     source_dir: Path | str,
@@ -152,6 +198,11 @@ def grade(
         if spare:
             spare[0].kill()
         return _missing_file_result(lesson, source_dir)
+    oversized = _oversized_file_result(lesson, source_dir)
+    if oversized is not None:
+        if spare:
+            spare[0].kill()
+        return oversized
     learner = client.LearnerModule(source_dir, lesson.module, limits, spare)  # worker starts now
     plugin = GradingPlugin(learner)
     tests = (
@@ -245,12 +296,15 @@ def _skeleton_signatures(lesson: Lesson) -> dict[str, str]:
 
 
 def _encoding_notice(path: Path) -> str:
-    """Python forgives invalid UTF-8 in comments; editors and other tools do not."""
+    """Python forgives invalid UTF-8 in comments; editors and other tools do not. Reads at most
+    ``LESSON_FILE_LIMIT`` bytes (the file may have grown since its size was checked)."""
     try:
-        path.read_bytes().decode("utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(LESSON_FILE_LIMIT)
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=len(data) < LESSON_FILE_LIMIT)
         return ""
     except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        line = data[: error.start].count(b"\n") + 1
         return (
             f"{path.name} is not valid UTF-8 (line {line}); save it as UTF-8 in your "
             "editor's encoding setting."
