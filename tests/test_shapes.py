@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from course.catalog import load_catalog
+from course.engine.client import checked_trace
 from course.engine.shapes import compare, plan_of, shape_trace
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
@@ -47,3 +48,26 @@ def test_calls_that_raised_or_never_happened_are_said_so():
 
 def test_lessons_without_a_pipeline_have_no_trace():
     assert shape_trace(CATALOG.by_module("l03_attention"), SOLUTIONS) is None
+
+
+def test_a_recorded_trace_is_data_checked_before_use_and_dropped_whole_when_malformed():
+    good = [{"function": "linear", "args": [[7, 3, 24], None], "result": [[7, 3, 24]]}, {"function": "f"}]
+    assert checked_trace(good) == good
+    nested: list = [3]
+    for _ in range(100):
+        nested = [nested]
+    for bad in (
+        [{"function": "linear", "args": [], "result": [[[7], 3, 24]]}],  # unhashable: crashed compare
+        [{"function": ["linear"], "args": []}],
+        [{"function": "x" * 1000, "args": []}],
+        [{"function": "linear", "args": [nested]}],
+        [{"function": "linear", "args": "[7, 3]"}],
+        [{"function": "linear", "result": [[-1]]}, {"function": "linear", "result": [[True]]}],
+        [{"function": "linear", "result": [[2.0]]}],
+        ["linear"],
+        [{"function": "linear"}] * 5000,
+        {"function": "linear"},
+        None,
+    ):
+        assert checked_trace(bad) == []
+    assert compare(MULTI_HEAD, checked_trace(good)).rows  # what passes is what compare reads

@@ -60,6 +60,42 @@ def exits(x):
 
 def raises(x):
     return np.zeros(3) @ np.zeros(4)
+
+def says_no_input_changed(x):
+    worker = sys.modules["course.engine.worker"]
+    worker._array_equal = lambda *args, **kwargs: True
+    np.array_equal = lambda *args, **kwargs: True
+    real = worker._call
+
+    def forged(*args, **kwargs):
+        reply, out = real(*args, **kwargs)
+        reply["mutated"] = []
+        return reply, out
+
+    worker._call = forged
+    x += 1
+    return x
+
+KEPT = []
+
+def keeps_its_input(x):
+    KEPT.append(x)
+    return x * 1
+
+def writes_to_what_it_kept(x):
+    KEPT[0][...] = 7
+    return x * 1
+
+def negates_zeros(x):
+    x *= -1
+    return x
+
+def truncates_its_inputs(x):
+    out = x * 2
+    for name in os.listdir("."):
+        if name.startswith("inputs-"):
+            os.truncate(name, 0)
+    return out
 """
 
 
@@ -111,6 +147,26 @@ def test_modifying_an_input_in_place_is_detected(learner):
     assert learner.mutated == ["argument 2['w_k']"]
     learner.shifts_a_param(x, params={"w_k": np.ones(2)})
     assert learner.mutated == ["params['w_k']"]
+
+
+def test_the_grader_reads_the_inputs_back_itself_whatever_the_worker_says(learner):
+    x = np.zeros(3)
+    learner.says_no_input_changed(x)  # replaces the worker's comparisons and its replies
+    assert learner.mutated == ["argument 1"]
+    learner.shifts_input(x)
+    assert learner.mutated == ["argument 1"]
+    learner.double(x)
+    assert learner.mutated == []
+    learner.keeps_its_input(np.zeros(3))
+    assert learner.mutated == []
+    learner.writes_to_what_it_kept(np.zeros(3))  # an earlier call's array: memory read at reply
+    assert learner.mutated == ["argument 1"]
+    learner.negates_zeros(np.zeros(2))  # -0.0 == 0.0, as np.array_equal says
+    assert learner.mutated == []
+    learner.truncates_its_inputs(np.ones(4))  # the grader's descriptor reads a shorter file
+    assert learner.mutated == ["argument 1"]
+    assert learner.double(np.ones(2)).tolist() == [2.0, 2.0] and learner.mutated == []
+    assert x.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_an_exception_shows_the_learners_line_and_message(learner):

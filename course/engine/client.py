@@ -10,6 +10,7 @@ a subreaper, and only the workers' own subtrees are killed.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -118,43 +119,93 @@ def format_learner_error(info: dict) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One call measured by the grader (``LearnerModule.measure``): what it returned, the peak
-    of the worker's resident memory during the call above a blank worker's (numpy loaded,
-    nothing of the learner's), and the wall time from sending the call to reading its reply."""
+class SharedInputs:
+    """A call's input arrays in a file the worker maps (``protocol.shared_views``), so that the
+    grader itself sees what the learner's code did to them.
 
-    result: Any
-    peak_bytes: int
-    seconds: float
+    The grader creates the file in the worker's scratch folder and keeps its descriptor; it
+    writes each call's arrays there, and after the reply reads them back through that descriptor
+    (never by name: learner code may replace the name) and compares them with its own copy. What
+    the worker says about its inputs is never asked: learner code can forge it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.fd, self.path = tempfile.mkstemp(prefix="inputs-", dir=folder)
+        self._sent: list[tuple[bytes, int, np.dtype]] = []
+
+    def write(self, arrays: list[np.ndarray]) -> dict:
+        """Put ``arrays`` in the file; returns their layout for the call's header."""
+        specs, size = protocol.shared_layout(arrays)
+        current = os.fstat(self.fd).st_size
+        if current < size:  # grown ahead, so that the worker seldom maps the file anew
+            os.ftruncate(self.fd, max(size, 2 * current, 1 << 16))
+        self._sent = []
+        for array, (_, _, offset) in zip(arrays, specs, strict=True):
+            raw = array.tobytes()  # C order, as the worker's view reads it
+            if os.pwrite(self.fd, raw, offset) != len(raw):
+                raise OSError(f"short write to {self.path}")
+            self._sent.append((raw, offset, array.dtype))
+        return {"path": self.path, "size": size, "arrays": specs}
+
+    def changed(self) -> list[int]:
+        """Which arrays of the last ``write`` are not what the grader wrote (read now)."""
+        changed = []
+        for index, (raw, offset, dtype) in enumerate(self._sent):
+            now = os.pread(self.fd, len(raw), offset)  # shorter if the file was truncated
+            if now == raw:
+                continue
+            if len(now) == len(raw) and dtype.kind in "fc":  # -0.0 for 0.0, another NaN: equal
+                if np.array_equal(np.frombuffer(now, dtype), np.frombuffer(raw, dtype), equal_nan=True):
+                    continue
+            changed.append(index)
+        return changed
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-_BLANK_RESIDENT: dict[int, int] = {}  # memory limit -> resident size of a blank measured worker
+TRACE_CALLS, TRACE_SHAPES, SHAPE_DIMS, NAME_LENGTH = 1000, 64, 32, 200
 
 
-def _blank_resident(limits: Limits) -> int:
-    """The resident memory of a measured worker that imported an empty module: what every
-    measurement is counted from. Measured once per grading process, in a worker of its own."""
-    if limits.memory_bytes not in _BLANK_RESIDENT:
-        folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
-        (folder / "course_blank.py").write_text("", encoding="utf-8")
-        worker = Worker(folder, measured=True)
-        try:
-            worker.load(folder, "course_blank", limits)
-            if not worker.wait_imported(time.monotonic() + 30).get("ok"):
-                raise RuntimeError("the grader could not start a worker to measure memory")
-            _BLANK_RESIDENT[limits.memory_bytes] = worker.memory()[0]
-        except (EOFError, TimeoutError, OSError, protocol.ProtocolError) as problem:
-            raise RuntimeError(
-                f"the grader could not start a worker to measure memory: {problem!r}"
-            ) from None
-        finally:
-            worker.kill()
-            worker.output_path.unlink(missing_ok=True)
-            import shutil
+def _checked_shapes(value: Any) -> list | None:
+    """A list of shapes (each None or a list of non-negative ints), or None if it is not one."""
+    if not isinstance(value, list) or len(value) > TRACE_SHAPES:
+        return None
+    for shape in value:
+        if shape is not None and not (
+            isinstance(shape, list)
+            and len(shape) <= SHAPE_DIMS
+            and all(type(n) is int and 0 <= n < 2**31 for n in shape)
+        ):
+            return None
+    return [None if shape is None else list(shape) for shape in value]
 
-            shutil.rmtree(folder, ignore_errors=True)
-    return _BLANK_RESIDENT[limits.memory_bytes]
+
+def checked_trace(recorded: Any) -> list[dict]:
+    """A shape trace from the worker as data the pictures can use: at most ``TRACE_CALLS``
+    calls ``{"function": name, "args": shapes, "result": shapes}`` ("args" and "result" may be
+    missing: no result means the call raised). Learner code can write anything there, so
+    anything else makes the whole trace empty (no picture), never an error of ours."""
+    if not isinstance(recorded, list) or len(recorded) > TRACE_CALLS:
+        return []
+    calls = []
+    for entry in recorded:
+        if not isinstance(entry, dict):
+            return []
+        name = entry.get("function")
+        if not isinstance(name, str) or not 0 < len(name) <= NAME_LENGTH:
+            return []
+        call: dict[str, Any] = {"function": name}
+        for key in ("args", "result"):
+            if key in entry:
+                shapes = _checked_shapes(entry[key])
+                if shapes is None:
+                    return []
+                call[key] = shapes
+        calls.append(call)
+    return calls
 
 
 def malformed_reply(problem: protocol.ProtocolError) -> str:
@@ -233,6 +284,45 @@ def _check_reply(reply: dict, report: bool = False) -> dict:
     return reply
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """One call measured by the grader (``LearnerModule.measure``): what it returned, the peak
+    of the worker's resident memory during the call above a blank worker's (numpy loaded,
+    nothing of the learner's), and the wall time from sending the call to reading its reply."""
+
+    result: Any
+    peak_bytes: int
+    seconds: float
+
+
+_BLANK_RESIDENT: dict[int, int] = {}  # memory limit -> resident size of a blank measured worker
+
+
+def _blank_resident(limits: Limits) -> int:
+    """The resident memory of a measured worker that imported an empty module: what every
+    measurement is counted from. Measured once per grading process, in a worker of its own."""
+    if limits.memory_bytes not in _BLANK_RESIDENT:
+        folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
+        (folder / "course_blank.py").write_text("", encoding="utf-8")
+        worker = Worker(folder, measured=True)
+        try:
+            worker.load(folder, "course_blank", limits)
+            if not worker.wait_imported(time.monotonic() + 30).get("ok"):
+                raise RuntimeError("the grader could not start a worker to measure memory")
+            _BLANK_RESIDENT[limits.memory_bytes] = worker.memory()[0]
+        except (EOFError, TimeoutError, OSError, protocol.ProtocolError) as problem:
+            raise RuntimeError(
+                f"the grader could not start a worker to measure memory: {problem!r}"
+            ) from None
+        finally:
+            worker.kill()
+            worker.output_path.unlink(missing_ok=True)
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    return _BLANK_RESIDENT[limits.memory_bytes]
+
+
 class LearnerFunction:
     """A callable stand-in for one of the learner's functions."""
 
@@ -257,7 +347,7 @@ class LearnerModule:
     """The learner's module as the grading tests see it: ``lesson.softmax(x)``.
 
     After each call, ``mutated`` names the positional or keyword arguments whose arrays the
-    learner's code changed in place.
+    learner's code changed in place, as the grader read them back (see ``SharedInputs``).
     """
 
     def __init__(
@@ -280,6 +370,7 @@ class LearnerModule:
         self.mutated: list[str] = []
         self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
+        self._inputs: SharedInputs | None = None
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
@@ -363,9 +454,13 @@ class LearnerModule:
                 "d": {key: protocol.encode(arg, arrays, 1, labels, key) for key, arg in kwargs.items()}
             },
         }
+        self.mutated, self.trace = [], []
+        if self._inputs is None:
+            self._inputs = SharedInputs(self.scratch)
+        header["shared"] = self._inputs.write(arrays)  # the arrays travel in the shared file
         deadline = self._deadline(self.limits.call_seconds)
         try:
-            worker.send(header, arrays)
+            worker.send(header, [])
             response, out = worker.receive(deadline)
             _check_reply(response)
         except TimeoutError:
@@ -383,15 +478,12 @@ class LearnerModule:
             message = worker.death_message(self.source_dir)
             self._retire(worker)
             raise LearnerError(message) from None
-        recorded = response.get("trace")
-        self.trace = recorded if isinstance(recorded, list) else []
+        # Verdicts are the grader's: the inputs as it reads them back now, whatever the reply
+        # says; the shape trace is only data for a picture, checked before anything uses it.
+        self.mutated = [labels[i] for i in self._inputs.changed()]
+        self.trace = checked_trace(response.get("trace"))
         if not response.get("ok"):
             raise self._problem(response.get("error") or {}, name)
-        mutated = response.get("mutated", [])
-        self.mutated = [
-            labels[i] if isinstance(i, int) and 0 <= i < len(labels) else "an input"
-            for i in (mutated if isinstance(mutated, list) else [])
-        ]
         try:
             return protocol.decode(response.get("result"), out)
         except protocol.ProtocolError as problem:
@@ -439,6 +531,8 @@ class LearnerModule:
     def close(self) -> None:
         import shutil
 
+        if self._inputs is not None:
+            self._inputs.close()
         for worker in self.workers:
             worker.kill()  # its keeper kills whatever the learner's code started, and only that
             worker.output_path.unlink(missing_ok=True)

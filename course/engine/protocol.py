@@ -258,3 +258,37 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+# -- a call's input arrays in a file both sides map ---------------------------------------------
+# The grader writes a call's input arrays into a file it created and keeps open; the worker maps
+# the file and hands the learner views of it, so an input changed in place is changed in the
+# file, where the grader reads it back through its own descriptor after the reply.
+SHARED_ALIGN = 64
+
+
+def shared_layout(arrays: list[np.ndarray]) -> tuple[list[list], int]:
+    """Where each array goes in the shared file, as ``[dtype, shape, offset]`` each (offsets
+    aligned for any dtype), and the bytes the file must hold."""
+    specs, offset = [], 0
+    for array in arrays:
+        specs.append([array.dtype.str, list(array.shape), offset])
+        offset += -(-array.nbytes // SHARED_ALIGN) * SHARED_ALIGN
+    return specs, offset
+
+
+def shared_views(buffer: Any, specs: Any) -> list[np.ndarray]:
+    """The arrays of a ``shared_layout`` as writable C-contiguous views of ``buffer`` (a
+    writable mapping of the shared file); raises ProtocolError on a malformed layout."""
+    if not isinstance(specs, list):
+        raise ProtocolError("bad shared layout")
+    arrays = []
+    for spec in specs[:10_000]:
+        if not (isinstance(spec, list) and len(spec) == 3 and type(spec[2]) is int and spec[2] >= 0):
+            raise ProtocolError("bad shared array description")
+        dtype, shape, nbytes = _array_spec(spec[:2])
+        if spec[2] + nbytes > len(buffer):
+            raise ProtocolError("shared array outside the file")
+        count = nbytes // dtype.itemsize
+        arrays.append(_frombuffer(buffer, dtype=dtype, count=count, offset=spec[2]).reshape(shape))
+    return arrays

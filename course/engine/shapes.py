@@ -147,14 +147,15 @@ def plan_of(lesson: Lesson) -> ShapePlan | None:
 
 
 def shape_trace(lesson: Lesson, source_dir: Path) -> ShapeTrace | None:
-    """The learner's shape trace (None when the lesson has none, or when the learner's function
-    cannot be run at all)."""
+    """The learner's shape trace (None when the lesson has none, when the learner's function
+    cannot be run at all, or when what was recorded is not a trace: see ``client.checked_trace``).
+    A picture only: no verdict ever reads it."""
     plan = plan_of(lesson)
     if plan is None:
         return None
     module = client.LearnerModule(source_dir, lesson.module)
     try:
-        calls = plan.run(module, ShapeExample(dict(plan.sizes)))
+        calls = client.checked_trace(plan.run(module, ShapeExample(dict(plan.sizes))))
     finally:
         module.close()
     return compare(plan, calls) if calls else None

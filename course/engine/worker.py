@@ -5,7 +5,9 @@ the folder and module to load and the modules that are lessons (a spare worker c
 with numpy already imported). It limits its own memory before importing anything of the
 learner's, imports the module (lessons only from their ``.py`` source, see ``_LessonFinder``), then
 answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports what
-happened, including exceptions with the learner's own frames, and which inputs a call modified.
+happened, including exceptions with the learner's own frames. A call's input arrays are views of
+a file the grader wrote them into (``protocol.shared_views``): whether the learner changed them is
+for the grader to read there after the reply, never for the worker to say.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import faulthandler
 import importlib.abc
 import importlib.machinery
 import inspect
+import mmap
 import os
 import resource
 import signal
@@ -33,7 +36,7 @@ OUTPUT_LIMIT = 8 * 1024 * 1024
 # Learner code may replace builtins or numpy functions; the worker's own bookkeeping must not
 # be fooled by that, so it keeps the originals and puts builtins back after the learner runs.
 _BUILTINS = dict(builtins.__dict__)
-_array_equal = np.array_equal
+_shared: dict[str, Any] = {"path": None, "map": bytearray(0)}  # the grader's inputs file, mapped
 
 
 def _restore_builtins() -> None:
@@ -229,14 +232,38 @@ def _refusal(kind: str, message: str) -> dict:
     return {"ok": False, "error": {"type": kind, "message": message, "frames": [], "origin": None}}
 
 
+def _shared_inputs(shared: Any) -> list[np.ndarray]:
+    """A call's input arrays: writable views of the file the grader wrote them into (mapped
+    once, and again when the grader names another file or grows it), so that what the learner's
+    code does to them happens in the grader's file."""
+    if not isinstance(shared, dict) or type(shared.get("size")) is not int:
+        raise protocol.ProtocolError("bad shared inputs")
+    path, size = str(shared.get("path")), shared["size"]
+    if size and (_shared["path"] != path or len(_shared["map"]) < size):
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            _shared.update(path=path, map=mmap.mmap(fd, max(size, os.fstat(fd).st_size)))
+        finally:
+            os.close(fd)
+    elif size:  # earlier calls' pages leave the resident memory (read again if still used)
+        _shared["map"].madvise(mmap.MADV_DONTNEED)
+    return protocol.shared_views(_shared["map"] if size else bytearray(0), shared.get("arrays"))
+
+
 def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
     name = header.get("function", "")
     function = getattr(module, name, None)
     if function is None or not callable(function):
         return _refusal("MissingFunction", name), []
+    if "shared" in header:
+        try:
+            arrays = _shared_inputs(header["shared"])
+        except (OSError, ValueError, protocol.ProtocolError) as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+                return _refusal("MemoryError", "the call's inputs did not fit in the memory limit"), []
+            return _refusal("SharedInputs", f"the grader's inputs could not be read here ({exc})"), []
     args = protocol.decode(header["args"], arrays)
     kwargs = protocol.decode(header["kwargs"], arrays)
-    before = [a.copy() for a in arrays]
     if inspect.isclass(function):
         return _refusal(
             "NotAFunction",
@@ -264,17 +291,12 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
             f"{name} is a generator function (it contains `yield`): use `return`, not `yield`, "
             "to give back the array.",
         ), []
-    mutated = [
-        i
-        for i, (a, b) in enumerate(zip(arrays, before, strict=True))
-        if a.shape != b.shape or not _array_equal(a, b, equal_nan=True)
-    ]
     out: list[np.ndarray] = []
     try:
         tagged = protocol.encode(result, out)
     except BaseException as exc:  # noqa: BLE001
         return {"ok": False, "error": _describe_error(exc, source_dir)}, []
-    return {"ok": True, "result": tagged, "mutated": mutated, "trace": trace}, out
+    return {"ok": True, "result": tagged, "trace": trace}, out
 
 
 def main(argv: list[str]) -> int:
