@@ -41,6 +41,8 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_catalog_skeletons_solutions_and_grading_tests(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "course/catalog.toml" in names
+    for shipped in ("weights.npz", "card.json", "README.md", "__init__.py", "measure.py"):
+        assert f"course/tiny_model/{shipped}" in names  # lessons 10-11 study it offline
     for lesson in load_catalog().available():
         assert f"course/_data/lessons/{lesson.module}.py" in names
         assert f"course/_data/solutions/{lesson.module}.py" in names
