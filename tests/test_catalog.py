@@ -1,4 +1,4 @@
-"""The catalog is the single source of truth: lessons 1-9 listed, names resolve, files derive."""
+"""The catalog is the single source of truth: lessons 1-13 listed, names resolve, files derive."""
 
 import tomllib
 
@@ -9,8 +9,8 @@ from course.catalog import CATALOG_FILE, CatalogError, UnknownLesson, _parse, lo
 CATALOG = load_catalog()
 
 
-def test_catalog_lists_lessons_one_to_nine_in_order():
-    assert [lesson.number for lesson in CATALOG.lessons] == list(range(1, 10))
+def test_catalog_lists_lessons_one_to_thirteen_in_order():
+    assert [lesson.number for lesson in CATALOG.lessons] == list(range(1, 14))
     assert CATALOG.lessons[2].module == "l03_attention"
 
 
@@ -27,6 +27,18 @@ def test_design_contract_function_names_are_exercises():
     assert names["l01_projections"] == {"linear", "head_projections", "fuse_head_weights"}
     assert names["l02_softmax"] == {"softmax", "logsumexp"}
     assert names["l03_attention"] == {"attention_scores", "scaled_dot_product_attention"}
+    # wave two: the contract's names (a lesson may add exercises, never rename these)
+    assert {"head_confidence", "relative_position_share"} <= names["l10_head_roles"]
+    assert {"mean_pool_kv_heads"} <= names["l12_gqa_conversion"]
+    assert {"online_softmax_attention"} <= names["l13_online_softmax"]
+    assert {
+        "masked_multi_head_attention",
+        "model_forward",
+        "sequence_losses",
+        "ablation_importance",
+        "head_importance",
+        "pruning_curve",
+    } == names["l11_head_pruning"]
 
 
 @pytest.mark.parametrize("name", ["3", "03", "l03", "l03_attention", "attention", "L03_Attention.py"])
@@ -35,7 +47,7 @@ def test_a_lesson_resolves_by_number_module_or_short_name(name):
 
 
 def test_an_unknown_lesson_names_what_would_be_accepted():
-    with pytest.raises(UnknownLesson, match=r"1-9.*l01_projections.*course list"):
+    with pytest.raises(UnknownLesson, match=r"1-13.*l01_projections.*course list"):
         CATALOG.resolve("42")
 
 

@@ -1,6 +1,7 @@
 """Capture the course's main screens as plain text and SVG, for the README and for reviewing
-how they read: `course list`, `course next` (a new lesson) and `course check` (a classic
-mistake). Screens are built from the same progress and render functions the commands use, on a
+how they read: `course list`, `course next` (a new lesson), `course check` (a classic
+mistake) and `course show N --map` of the research lessons (10 and on) on solved lessons.
+Screens are built from the same progress and render functions the commands use, on a
 throw-away workspace, 80 columns wide.
 
     python tools/capture_screens.py [OUT_DIR]     (default: docs/screens)
@@ -20,6 +21,7 @@ from rich.console import Console
 from course import progress, state
 from course import workspace as ws
 from course.catalog import load_catalog
+from course.render import maps as render_maps
 from course.render import screens as render
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +66,11 @@ def main(out: Path) -> int:
     save("list", render.lesson_list(session), out)
     (folder / "l03_attention.py").write_text((REPO / "solutions" / "l03_attention.py").read_text())
     save("next", render.next_screen(progress.next_step(session), session), out)
+    for lesson in catalog.available():
+        (folder / lesson.file_name).write_text((REPO / "solutions" / lesson.file_name).read_text())
+    for lesson in catalog.available():
+        if int(lesson.id) >= 10:  # the research lessons: their pictures are their results
+            save(f"show_{lesson.id}", render_maps.maps_screen(progress.attention_maps(session, lesson)), out)
     return 0
 
 
