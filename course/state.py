@@ -26,6 +26,7 @@ from pathlib import Path
 
 FORMAT = 1
 LOCK_NAME = "state.lock"
+MAX_BYTES = 16 * 1024**2  # a real state is a few kB
 LOCK_SECONDS = 30.0  # a command holds the lock for milliseconds; past this, write unlocked
 
 
@@ -79,7 +80,7 @@ def _lesson_from(data: object) -> LessonProgress:
 def load(path: Path) -> State:
     """Read the state; raises StateProblem when it is missing, corrupt or from a newer course."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = _read_plain_file(path).decode("utf-8")
     except FileNotFoundError:
         raise StateProblem("there was no progress file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -110,6 +111,19 @@ def load(path: Path) -> State:
         lessons={str(k): _lesson_from(v) for k, v in lessons.items()},
         placed=placed,
     )
+
+
+def _read_plain_file(path: Path) -> bytes:
+    """The file's bytes, never through a link nor from a FIFO or device (which could block or
+    never end): those are an OSError, so the state is rebuilt and saved over them."""
+    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(handle, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise OSError(errno.EINVAL, "not a plain file")
+        data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(errno.EFBIG, "too large")
+    return data
 
 
 def save(state: State, path: Path) -> None:

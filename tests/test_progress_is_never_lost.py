@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from course import state
@@ -83,3 +84,30 @@ def test_a_link_planted_as_the_lock_file_is_replaced_never_followed(tmp_path):
     assert target.read_text() == "untouched\n"
     assert not (folder / "state.lock").is_symlink() and (folder / "state.lock").is_file()
     assert state.load(folder / "state.json").welcomed
+
+
+def test_a_fifo_or_link_planted_as_the_state_is_refused_at_once_and_saved_over(tmp_path):
+    folder = tmp_path / ".course"
+    folder.mkdir()
+    path = folder / "state.json"
+    os.mkfifo(path)  # opening it for reading would wait for a writer forever
+    done = []
+    reader = threading.Thread(target=lambda: done.append(_problem(path)), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert done and "could not be read" in done[0], "reading a FIFO as the progress file blocked"
+    state.update(path, lambda current: setattr(current, "welcomed", True))
+    assert path.is_file() and state.load(path).welcomed
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"format": 1, "welcomed": true}')
+    path.unlink()
+    path.symlink_to(secret)
+    assert "could not be read" in _problem(path)
+
+
+def _problem(path: Path) -> str:
+    try:
+        state.load(path)
+    except state.StateProblem as problem:
+        return str(problem)
+    return ""
