@@ -23,7 +23,11 @@ PATH_LIMIT = 100  # AF_UNIX paths are limited to about 108 bytes
 
 
 def socket_in_private_folder(name: str) -> Path | None:
-    """``name`` in our private folder; None when no such folder can be had."""
+    """``name`` in our private folder; None when no such folder can be had, or when the peer
+    of a socket cannot be known (no SO_PEERCRED: not Linux), so no server is started for
+    nothing."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
     bases = [base for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()) if base]
     for base in [*bases, "/tmp"]:
         folder = Path(base) / f"attention-course-{os.getuid()}"
@@ -58,7 +62,7 @@ def private_folder(folder: Path) -> bool:
 def peer_is_us(connection: socket.socket) -> bool:
     """Whether the process at the other end of a Unix socket runs as our user."""
     option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:  # not Linux: nothing to be sure with
+    if option is None:
         return False
     size = struct.calcsize("3i")
     try:
