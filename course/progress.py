@@ -5,6 +5,7 @@ The CLI calls these and renders what they return; nothing here prints or imports
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,8 +30,10 @@ class Session:
     notices: list[str] = field(default_factory=list)
     created: bool = False
 
-    def save(self) -> None:
-        state_file.save(self.state, self.workspace.state_path)
+    def update(self, change: Callable[[state_file.State], None]) -> None:
+        """Apply ``change`` to the saved state under its lock (another command may have recorded
+        something since this session read it) and keep the result."""
+        self.state = state_file.update(self.workspace.state_path, change, fallback=self.state)
 
     def current(self) -> Lesson | None:
         """The first available lesson not passed yet; None once every one has passed."""
@@ -59,7 +62,7 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
         )
         fresh = state_file.State(placed=[p.stem for p in added])
         session = Session(found, catalog, fresh, notices, created)
-        session.save()
+        session.update(lambda _: None)  # writes ``fresh`` unless another command was quicker
         return session
     try:
         loaded = state_file.load(found.state_path)
@@ -69,13 +72,13 @@ def open_session(explicit: str | None = None, create: bool = False) -> Session:
             f"Your progress could not be read ({problem}); it was rebuilt by "
             "re-grading your lesson files. Hints revealed before are forgotten."
         )
-        state_file.save(loaded, found.state_path)
+        loaded = state_file.update(found.state_path, lambda _: None, fallback=loaded)
     # Lessons released since the workspace was made get their file; a file the learner deleted
     # is not put back silently (the check says it is missing, `course reset` restores it).
     _, added = ws.init(found.root, catalog, skip=frozenset(loaded.placed))
     if added:
-        loaded.placed += [path.stem for path in added]
-        state_file.save(loaded, found.state_path)
+        new = [path.stem for path in added]
+        loaded = state_file.update(found.state_path, lambda s: _place(s, new), fallback=loaded)
     for path in added:
         notices.append(f"New lesson file: {found.display(path)}")
     return Session(found, catalog, loaded, notices, created)
@@ -86,13 +89,17 @@ def init_workspace(directory: Path) -> tuple[ws.Workspace, list[Path]]:
     (kept when readable) records which files were placed. Raises WorkspaceProblem."""
     catalog = load_catalog()
     created, added = ws.init(directory, catalog)
-    try:
-        loaded = state_file.load(created.state_path)
-    except state_file.StateProblem:
-        loaded = state_file.State()
-    loaded.placed = sorted(set(loaded.placed) | {path.stem for path in added})
-    state_file.save(loaded, created.state_path)
+    new = [path.stem for path in added]
+
+    def place(state: state_file.State) -> None:
+        state.placed = sorted(set(state.placed) | set(new))
+
+    state_file.update(created.state_path, place)
     return created, added
+
+
+def _place(state: state_file.State, modules: list[str]) -> None:
+    state.placed += [module for module in modules if module not in state.placed]
 
 
 def debug_check(session: Session, lesson: Lesson) -> int:
@@ -149,8 +156,7 @@ def check(session: Session, lesson: Lesson) -> LessonResult:
                 f"This lesson uses your {pending[0]}.py, which has not passed its own "
                 f"check yet (`course check {pending[0]}`): a problem there shows here."
             )
-    record(session.state, lesson, result)
-    session.save()
+    session.update(lambda state: record(state, lesson, result))
     return result
 
 
@@ -168,8 +174,7 @@ def next_step(session: Session) -> NextStep:
     every lesson seems passed, re-grade them all before saying the course is finished."""
     welcome = not session.state.welcomed
     if welcome:
-        session.state.welcomed = True
-        session.save()
+        session.update(lambda state: setattr(state, "welcomed", True))
     lesson = session.current()
     if lesson is None:
         return _finish_or_reopen(session, welcome)
@@ -215,12 +220,15 @@ def reveal_hint(session: Session, lesson: Lesson, exercise: str | None = None) -
             names = ", ".join(e.name for e in lesson.exercises)
             raise LookupError(f"Lesson {lesson.id} has no exercise '{exercise}'; it has: {names}.")
         chosen = found
-    shown = progress.hints.get(chosen.name, 0)
-    new = shown < len(chosen.hints)
+    new = progress.hints.get(chosen.name, 0) < len(chosen.hints)
     if new:
-        shown += 1
-        progress.hints[chosen.name] = shown
-        session.save()
+
+        def reveal(state: state_file.State) -> None:
+            hints = state.lesson(lesson.module).hints
+            hints[chosen.name] = min(hints.get(chosen.name, 0) + 1, len(chosen.hints))
+
+        session.update(reveal)
+    shown = session.state.lesson(lesson.module).hints.get(chosen.name, 0)
     return HintReveal(lesson, chosen.name, list(chosen.hints[:shown]), len(chosen.hints), new)
 
 
@@ -228,11 +236,13 @@ def reset(session: Session, lesson: Lesson) -> Path | None:
     """Restore the pristine skeleton; the learner's file is kept in ``.course/backups/``."""
     saved = ws.backup(session.workspace, lesson)
     ws.restore_skeleton(session.workspace, lesson)
-    if lesson.module not in session.state.placed:
-        session.state.placed.append(lesson.module)
-    progress = session.state.lesson(lesson.module)
-    progress.status, progress.exercises = "not-started", {}
-    session.save()
+
+    def restart(state: state_file.State) -> None:
+        _place(state, [lesson.module])
+        progress = state.lesson(lesson.module)
+        progress.status, progress.exercises = "not-started", {}
+
+    session.update(restart)
     return saved
 
 
@@ -243,8 +253,7 @@ def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:
     if not lesson.solution.is_file():
         raise FileNotFoundError(f"This installation of the course has no solution for lesson {lesson.id}.")
     if session.state.status(lesson.module) != PASSED:
-        session.state.lesson(lesson.module).solution_peeked = True
-        session.save()
+        session.update(lambda state: setattr(state.lesson(lesson.module), "solution_peeked", True))
     from course.lesson_source import without_markers
 
     return without_markers(lesson.solution.read_text(encoding="utf-8"))

@@ -3,18 +3,31 @@
 The state only records what the learner did (results of checks, hints revealed, solutions
 peeked); the current lesson is derived from it. A state that is missing, unreadable, or written by
 a newer course raises ``StateProblem`` so the caller can rebuild it by re-grading.
+
+Several commands may run at once (``course watch`` beside a manual ``course check``): every
+change is a read-modify-write under an exclusive lock (``update``), so none is lost.
 """
 
 from __future__ import annotations
 
+import copy
+import errno
+import fcntl
 import json
 import os
+import stat
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 FORMAT = 1
+LOCK_NAME = "state.lock"
+MAX_BYTES = 16 * 1024**2  # a real state is a few kB
+LOCK_SECONDS = 30.0  # a command holds the lock for milliseconds; past this, write unlocked
 
 
 class StateProblem(Exception):
@@ -67,7 +80,7 @@ def _lesson_from(data: object) -> LessonProgress:
 def load(path: Path) -> State:
     """Read the state; raises StateProblem when it is missing, corrupt or from a newer course."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = _read_plain_file(path).decode("utf-8")
     except FileNotFoundError:
         raise StateProblem("there was no progress file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -100,6 +113,19 @@ def load(path: Path) -> State:
     )
 
 
+def _read_plain_file(path: Path) -> bytes:
+    """The file's bytes, never through a link nor from a FIFO or device (which could block or
+    never end): those are an OSError, so the state is rebuilt and saved over them."""
+    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(handle, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise OSError(errno.EINVAL, "not a plain file")
+        data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(errno.EFBIG, "too large")
+    return data
+
+
 def save(state: State, path: Path) -> None:
     """Write atomically: a crash mid-write leaves the old file, never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,3 +140,72 @@ def save(state: State, path: Path) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def update(path: Path, change: Callable[[State], None], fallback: State | None = None) -> State:
+    """Apply ``change`` to the state as it is on disk now and save it, holding the workspace's
+    lock throughout, so that commands running at once never overwrite each other's progress.
+    An unreadable state is replaced by (a copy of) ``fallback``, else an empty one, before the
+    change. Returns the state written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path.parent):
+        try:
+            current = load(path)
+        except StateProblem:
+            current = copy.deepcopy(fallback) if fallback is not None else State()
+        change(current)
+        save(current, path)
+    return current
+
+
+@contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold the exclusive lock on ``folder/state.lock``, waiting at most ``LOCK_SECONDS``: a
+    stuck holder (or a lock file that cannot be made safely) must not hang every command, and
+    each write stays atomic without the lock."""
+    handle = _open_lock(folder)
+    try:
+        deadline = time.monotonic() + LOCK_SECONDS
+        while handle is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+        yield
+    finally:
+        if handle is not None:
+            os.close(handle)  # releases the lock
+
+
+def _open_lock(folder: Path) -> int | None:
+    """The lock file's descriptor, opened without following a link and checked to be a plain
+    file of ours: a link, FIFO or folder planted in its place is removed and the file made anew."""
+    directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for _ in range(5):
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                handle = os.open(LOCK_NAME, flags, 0o600, dir_fd=directory)
+            except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                    return None
+            else:
+                info = os.fstat(handle)
+                if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                    return handle
+                os.close(handle)
+            try:
+                os.unlink(LOCK_NAME, dir_fd=directory)
+            except IsADirectoryError:
+                with suppress(OSError):
+                    os.rmdir(LOCK_NAME, dir_fd=directory)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return None
+        return None
+    finally:
+        os.close(directory)

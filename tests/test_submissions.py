@@ -24,6 +24,13 @@ CASES = classic_mistakes()
 CATALOG = load_catalog()
 L01 = CATALOG.resolve("1")
 SOLVED = (SOLUTIONS / "l01_projections.py").read_bytes()
+# A learner's own solution: never flagged as the same code as the reference (SOLVED is).
+OWN = (
+    SOLVED.decode()
+    .replace("out = x @ w  #", "out = np.matmul(x, w)  #")
+    .replace("by_row = np.transpose(w_heads, (1, 0, 2))", "by_row = w_heads.transpose(1, 0, 2)")
+    .encode()
+)
 MISTAKE = next(m for module, m in CASES if module == "l01_projections")
 WRONG = mistaken_source("l01_projections", MISTAKE).encode()
 OS_EXIT = b"import os\n\n\ndef linear(x, w, b=None):\n    os._exit(0)\n"
@@ -74,11 +81,11 @@ def app() -> typer.Typer:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
-    """A workspace holding the solution of lesson 1 and the skeleton of lesson 2, and a file
+    """A workspace holding an own solution of lesson 1 and the skeleton of lesson 2, and a file
     that is not a lesson (which a bundle must not take)."""
     folder = tmp_path_factory.mktemp("ws")
     (folder / ".course").mkdir()
-    (folder / "l01_projections.py").write_bytes(SOLVED)
+    (folder / "l01_projections.py").write_bytes(OWN)
     (folder / "l02_softmax.py").write_bytes((LESSONS / "l02_softmax.py").read_bytes())
     (folder / "notes.py").write_text("print('mine')\n")
     return folder
@@ -204,7 +211,7 @@ def test_a_result_file_that_lies_is_not_trusted(rows):
 
 def test_extra_files_are_reported_and_never_extracted(rows):
     extra = rows["extra.zip"]
-    assert extra["problems"] == ["extra files ignored: numpy.py"]
+    assert extra["problems"][0] == "extra files ignored: numpy.py"
     assert extra["lessons"]["l01_projections"]["status"] == "passed"  # no numpy.py shadowing
 
 
@@ -276,7 +283,7 @@ def test_junit_xml_parses_with_one_testcase_per_check(report, tmp_path):
 def test_grade_command_writes_every_output_and_exits_1_when_a_bundle_has_problems(tmp_path):
     folder = tmp_path / "subs"
     folder.mkdir()
-    make_zip(folder / "a.zip", {"l01_projections.py": SOLVED, "result.json": claim("a", SOLVED)})
+    make_zip(folder / "a.zip", {"l01_projections.py": OWN, "result.json": claim("a", OWN)})
     (folder / "b.zip").write_bytes(b"PK\x03\x04 broken")
     out = tmp_path / "out"
     done = CliRunner().invoke(

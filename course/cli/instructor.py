@@ -102,11 +102,14 @@ def grade(
         exports.write_junit(result.rows, junit)
         written.append(str(junit))
     troubled = [row for row in result.rows if row["problems"]]
+    alike = sum(bool(row.get("similar")) for row in result.rows)
+    similar = f"{alike} with the same code as a reference solution or another submission (flagged)."
     rate = len(result.rows) / result.seconds if result.seconds else 0.0
     show(
         f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
         f"Wrote {', '.join(written)}.",
         f"{len(troubled)} with problems (see the problems column)." if troubled else "No problems found.",
+        *([similar] if alike else []),
     )
     raise typer.Exit(1 if troubled else 0)
 

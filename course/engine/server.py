@@ -14,6 +14,13 @@ graded by an old server. The server exits after ``IDLE_SECONDS`` without a reque
 unexpected on the way (no server, a refused connection, a malformed answer) makes the caller
 grade in its own process: the server only ever makes a check faster.
 
+Another local user must not be able to answer for the server, nor to run code in it. The socket
+lives in a folder of ours that nobody else can enter, and each end checks that the other runs as
+us (see ``private_socket``); on any doubt the check is graded in the calling process. The
+server starts isolated (``python -I``: no current folder, no PYTHONPATH, no user site) with that
+private folder as its working folder, so a ``numpy.py`` planted in the temporary folder is
+never imported.
+
 Set ``COURSE_SERVER=off`` to grade every check in the calling process.
 """
 
@@ -29,6 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from course.engine import private_socket
 
 if TYPE_CHECKING:  # the calling side must not import numpy: see request()
     from course.engine.processes import Worker
@@ -57,23 +66,19 @@ def fingerprint() -> str:
     return digest.hexdigest()[:20]
 
 
-def socket_path() -> Path:
-    name = f"grader-{fingerprint()}.sock"
-    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
-        folder = Path(base or "/tmp") / f"attention-course-{os.getuid()}"
-        if len(str(folder / name)) < 100:  # AF_UNIX paths are limited to about 108 bytes
-            break
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder / name
+def socket_path() -> Path | None:
+    """This build's socket in our private folder; None when no such folder can be had."""
+    return private_socket.socket_in_private_folder(f"grader-{fingerprint()}.sock")
 
 
 # -- the calling side: standard library only, so a warm check never imports numpy ------------
 def request(module: str, source_dir: Path, timeout: float) -> dict | None:
     """The server's grade of ``source_dir/<module>.py`` as a dict, or None if it cannot help."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(timeout)
-            connection.connect(str(socket_path()))
+        opened = private_socket.connect(socket_path(), timeout)
+        if opened is None:
+            return None
+        with opened as connection:
             connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)}).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
             chunks = []
@@ -88,9 +93,10 @@ def request(module: str, source_dir: Path, timeout: float) -> dict | None:
 def stop() -> bool:
     """Ask the server of this course build to exit; True if one answered."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(5)
-            connection.connect(str(socket_path()))
+        opened = private_socket.connect(socket_path(), 5)
+        if opened is None:
+            return False
+        with opened as connection:
             connection.sendall(b'{"op": "stop"}\n')
             return b"stopped" in connection.recv(100)
     except OSError:
@@ -103,18 +109,19 @@ def ready(timeout: float) -> bool:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-                connection.connect(str(socket_path()))
-                return True
-        except OSError:
-            time.sleep(0.1)
+        connection = private_socket.connect(socket_path(), 5)
+        if connection is not None:
+            connection.close()
+            return True
+        time.sleep(0.1)
     return False
 
 
 def start_in_background() -> None:
     """Start a server for this course build unless one is running (or starting) already."""
     path = socket_path()
+    if path is None:
+        return
     try:
         with open(f"{path}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: nobody serves this build
@@ -124,15 +131,24 @@ def start_in_background() -> None:
 
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     subprocess.Popen(
-        [sys.executable, "-m", "course.engine.server", str(path)],
+        [sys.executable, "-I", "-c", _BOOT, str(path)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         env=env,
         close_fds=True,
-        cwd=tempfile.gettempdir(),
+        cwd=path.parent,  # private: nothing planted there is imported (and -I ignores it anyway)
     )
+
+
+# -I ignores PYTHONPATH, the user's site-packages and the current folder, so the server is told
+# where the course lives (as the worker is: see processes.py).
+_BOOT = (
+    f"import sys; sys.path.insert(0, {str(PACKAGE.parent)!r}); "
+    "from pathlib import Path; from course.engine.server import serve; "
+    "sys.exit(serve(Path(sys.argv[1])))"
+)
 
 
 # -- the serving side ----------------------------------------------------------------------------
@@ -183,6 +199,8 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
     from course.engine.runner import grade
 
     connection.settimeout(5)
+    if not private_socket.peer_is_us(connection):
+        return  # another user reached the socket: it grades nothing and stops nothing
     raw = b""
     while not raw.endswith(b"\n") and len(raw) < 65536:
         chunk = connection.recv(4096)
@@ -203,6 +221,8 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
 
 
 def serve(path: Path) -> int:
+    if not private_socket.private_folder(path.parent):
+        return 0  # not a folder of ours alone: no server here
     lock = open(f"{path}.lock", "a")  # held for the server's lifetime  # noqa: SIM115
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

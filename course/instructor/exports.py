@@ -99,6 +99,8 @@ def _suite(root: ET.Element, name: str, row: dict) -> ET.Element:
     properties = ET.SubElement(suite, "properties")
     for key in ("name", "course_version", "outcome"):
         ET.SubElement(properties, "property", name=key, value=_text(row.get(key, ""), 200))
+    if row["problems"]:  # e.g. the same code as a reference solution or a classmate's
+        ET.SubElement(properties, "property", name="problems", value=_text(" | ".join(row["problems"])))
     return suite
 
 

@@ -3,7 +3,9 @@
 Each bundle is opened into its own temporary folder and every lesson file in it is re-graded
 with ``course.engine.runner.grade`` (learner code runs only in the engine's sandboxed workers),
 in a pool of processes, one bundle per task. A bad bundle becomes a row with its problem; a
-pool process that dies is replaced and its bundle retried once. Grading never stops early.
+pool process that dies is replaced and its bundle retried once. Grading never stops early. Once
+every bundle is graded, files that are the same code as a reference solution or as another
+bundle's (up to formatting and comments) are flagged on their rows (``similarity``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from course import __version__
 from course.catalog import Lesson, load_catalog
+from course.instructor import similarity
 from course.instructor.submissions import disagreements, lesson_summary, open_bundle
 
 GRADED, REFUSED, CRASHED = "graded", "refused", "grader-failed"
@@ -87,6 +90,8 @@ def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> 
         row["problems"].append(opened.refused)
         return
     row["problems"] += opened.problems
+    chosen = [lesson for lesson in map(catalog.by_module, modules) if lesson is not None]
+    row["fingerprints"] = similarity.fingerprints(opened.sources, chosen)  # before any code runs
     for module in modules:
         lesson = catalog.by_module(module)
         if lesson is None or lesson.file_name not in opened.files:
@@ -127,7 +132,9 @@ def grade_folder(
     paths = [str(p) for p in bundles_in(folder)]
     modules = [lesson.module for lesson in lessons]
     rows = _grade_all(paths, modules, workers, on_row)
-    return Report([rows[p] for p in paths], max_points(lessons), workers, time.monotonic() - started)
+    ordered = [rows[p] for p in paths]
+    similarity.flag(ordered, lessons)
+    return Report(ordered, max_points(lessons), workers, time.monotonic() - started)
 
 
 def _grade_all(

@@ -152,6 +152,7 @@ class Opened:
     """What a bundle held once opened into a folder. ``refused`` says why nothing was graded."""
 
     files: dict[str, str] = field(default_factory=dict)  # lesson file name -> sha256
+    sources: dict[str, bytes] = field(default_factory=dict)  # lesson file name -> its bytes
     claimed: dict | None = None  # the parsed result.json, untrusted
     problems: list[str] = field(default_factory=list)
     refused: str = ""
@@ -221,6 +222,7 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
                     data = _read(archive, info)
                     (into / info.filename).write_bytes(data)
                     opened.files[info.filename] = sha256(data)
+                    opened.sources[info.filename] = data
                 elif info.filename == RESULT_FILE:
                     opened.claimed = _parse_claim(_read(archive, info), opened.problems)
     except (
@@ -236,6 +238,7 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
         # not a zip, truncated, bad CRC or deflate data, unsupported compression, encrypted
         opened.refused = f"refused: not a readable zip file ({_short(error)})"
         opened.files.clear()
+        opened.sources.clear()
         return opened
     if RESULT_FILE not in names:
         opened.problems.append(f"no {RESULT_FILE} (not made by `course submit`?)")
