@@ -169,7 +169,6 @@ def test_learner_code_can_open_no_socket_so_it_reaches_neither_the_warm_grader_n
     receiver.settimeout(0.5)
     try:
         outcomes = learner.sockets(str(tmp_path / "grader.sock"), receiver.getsockname()[1])
-        assert learner.import_report().get("filtered"), "no seccomp filter on this machine"
         assert {name: outcomes[name] for name in ("unix", "udp", "socketpair", "netlink")} == {
             "unix": "PermissionError",
             "udp": "PermissionError",
@@ -177,6 +176,7 @@ def test_learner_code_can_open_no_socket_so_it_reaches_neither_the_warm_grader_n
             "netlink": "PermissionError",
         }
         assert outcomes["child udp"] != "done"  # what it starts inherits the filter
+        assert learner.import_report().get("filtered"), "no seccomp filter on this machine"
         with pytest.raises(TimeoutError):
             listener.accept()
         with pytest.raises(TimeoutError):
@@ -202,25 +202,29 @@ def marked(marker: str) -> list[str]:
 
 
 def test_processes_that_keep_changing_their_pid_are_all_killed_when_the_check_ends(tmp_path):
+    """Chains of fork-and-exit for 2.5 s, then a sleeper each: none may be left. A hopping
+    process is seen only now and then by a scan of /proc, so the scans go on until the
+    chains would have stopped hopping, and the sleepers are looked for after that."""
     (tmp_path / "l00_fenced.py").write_text(LEARNER)
     module = client.LearnerModule(tmp_path, "l00_fenced", client.Limits(call_seconds=1.0))
     marker = f"HOPPER-{os.getpid()}-{time.monotonic_ns()}"
+    started = time.monotonic()
     try:
         with pytest.raises(client.LearnerTimeout):
-            module.hop(marker, 8, 20)
+            module.hop(marker, 4, 2.5)
     finally:
-        started = time.monotonic()
         module.close()
-        took = time.monotonic() - started
-    time.sleep(0.5)
-    left = marked(marker)
-    for pid in left:
+    seen: set[str] = set()
+    while time.monotonic() < started + 3.5:
+        seen.update(marked(marker))
+        time.sleep(0.05)
+    seen.update(marked(marker))
+    for pid in seen:
         try:
             os.kill(int(pid), 9)
         except OSError:
             pass
-    assert left == []
-    assert took < 10, f"the sweep took {took:.1f} s: it waited for the hopping to stop (20 s)"
+    assert seen == set()
 
 
 # -- a class's submissions ---------------------------------------------------------------------
