@@ -92,9 +92,7 @@ def negates_zeros(x):
 
 def truncates_its_inputs(x):
     out = x * 2
-    for name in os.listdir("."):
-        if name.startswith("inputs-"):
-            os.truncate(name, 0)
+    os.ftruncate(sys.modules["course.engine.worker"]._shared["fd"], 0)  # the file it was given
     return out
 """
 
@@ -256,7 +254,7 @@ def write_outside(path):
 
 def write_inside():
     with open("notes.txt", "w") as handle:
-        handle.write("scratch is fine")
+        handle.write("not even in its working folder")
     return 1
 
 def signal_the_grader():
@@ -288,13 +286,15 @@ def confined(tmp_path):
     module.close()
 
 
-def test_learner_code_cannot_write_outside_its_scratch_folder(confined, tmp_path):
+def test_learner_code_cannot_write_any_file_not_even_in_its_scratch_folder(confined, tmp_path):
     target = tmp_path / "l00_confined.py"
     before = target.read_text()
     with pytest.raises(client.LearnerError, match="PermissionError"):
         confined.write_outside(str(target))
     assert target.read_text() == before
-    assert confined.write_inside() == 1
+    with pytest.raises(client.LearnerError, match="may write no file"):
+        confined.write_inside()
+    assert os.listdir(confined.scratch) == []
 
 
 def test_learner_code_cannot_signal_the_grader_or_open_connections(confined):

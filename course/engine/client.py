@@ -89,7 +89,7 @@ def format_learner_error(info: dict) -> str:
     """The learner's exception in their own terms: their frames, then the exception line."""
     if info.get("type") == "MissingFunction":
         return f"There is no function named `{info.get('message')}` in your file (was it renamed?)."
-    if info.get("type") in ("NotAFunction", "OutputLimit"):
+    if info.get("type") in ("NotAFunction", "OutputLimit", "Unconfined"):
         return str(info.get("message"))
     lines = []
     syntax = info.get("syntax")
@@ -123,14 +123,15 @@ class SharedInputs:
     """A call's input arrays in a file the worker maps (``protocol.shared_views``), so that the
     grader itself sees what the learner's code did to them.
 
-    The grader creates the file in the worker's scratch folder and keeps its descriptor; it
-    writes each call's arrays there, and after the reply reads them back through that descriptor
-    (never by name: learner code may replace the name) and compares them with its own copy. What
-    the worker says about its inputs is never asked: learner code can forge it.
+    The file is the worker's ``inputs``: a memfd the grader made before starting the worker
+    (it has no name anywhere, so learner code cannot put anything in its place), inherited by
+    the worker. The grader writes each call's arrays there, and after the reply reads them
+    back through its own descriptor and compares them with its own copy. What the worker says
+    about its inputs is never asked: learner code can forge it.
     """
 
-    def __init__(self, folder: Path) -> None:
-        self.fd, self.path = tempfile.mkstemp(prefix="inputs-", dir=folder)
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
         self._sent: list[tuple[bytes, int, np.dtype]] = []
 
     def write(self, arrays: list[np.ndarray]) -> dict:
@@ -143,9 +144,9 @@ class SharedInputs:
         for array, (_, _, offset) in zip(arrays, specs, strict=True):
             raw = array.tobytes()  # C order, as the worker's view reads it
             if os.pwrite(self.fd, raw, offset) != len(raw):
-                raise OSError(f"short write to {self.path}")
+                raise OSError("short write to the inputs file")
             self._sent.append((raw, offset, array.dtype))
-        return {"path": self.path, "size": size, "arrays": specs}
+        return {"size": size, "arrays": specs}
 
     def changed(self) -> list[int]:
         """Which arrays of the last ``write`` are not what the grader wrote (read now)."""
@@ -159,11 +160,6 @@ class SharedInputs:
                     continue
             changed.append(index)
         return changed
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 TRACE_CALLS, TRACE_SHAPES, SHAPE_DIMS, NAME_LENGTH = 1000, 64, 32, 200
@@ -316,7 +312,7 @@ def _blank_resident(limits: Limits) -> int:
             ) from None
         finally:
             worker.kill()
-            worker.output_path.unlink(missing_ok=True)
+            worker.close_files()
             import shutil
 
             shutil.rmtree(folder, ignore_errors=True)
@@ -357,10 +353,14 @@ class LearnerModule:
         limits: Limits | None = None,
         spare: tuple[Worker, Path] | None = None,
         lessons: Sequence[str] | None = None,
+        readable: Sequence[str] | None = None,
     ) -> None:
         """``spare``: a blank worker started ahead of time and its scratch folder, adopted
         (and removed at close) by this module. ``lessons``: the module names that are lessons
-        (default: the catalog's), each loaded only from ``source_dir/<name>.py``."""
+        (default: the catalog's), each loaded only from ``source_dir/<name>.py``.
+        ``readable``: the only paths its workers may read (a submission's, see
+        ``sandbox.readable_paths``); None: no such limit."""
+        self.readable = list(readable) if readable is not None else None
         self.source_dir = Path(source_dir).resolve()
         self.module = module
         self.lessons = list(lessons) if lessons is not None else lesson_modules(module)
@@ -370,7 +370,6 @@ class LearnerModule:
         self.mutated: list[str] = []
         self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
-        self._inputs: SharedInputs | None = None
         self.timed_out: set[str] = set()
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
@@ -382,7 +381,7 @@ class LearnerModule:
         if spare is not None and worker is None:
             spare.kill()
         worker = worker or Worker(self.scratch)
-        worker.load(self.source_dir, self.module, self.limits, self.lessons)
+        worker.load(self.source_dir, self.module, self.limits, self.lessons, self.readable)
         self._worker = worker
         self.workers.append(worker)
         return worker
@@ -455,9 +454,8 @@ class LearnerModule:
             },
         }
         self.mutated, self.trace = [], []
-        if self._inputs is None:
-            self._inputs = SharedInputs(self.scratch)
-        header["shared"] = self._inputs.write(arrays)  # the arrays travel in the shared file
+        inputs = SharedInputs(worker.inputs)
+        header["shared"] = inputs.write(arrays)  # the arrays travel in the shared file
         deadline = self._deadline(self.limits.call_seconds)
         try:
             worker.send(header, [])
@@ -480,7 +478,7 @@ class LearnerModule:
             raise LearnerError(message) from None
         # Verdicts are the grader's: the inputs as it reads them back now, whatever the reply
         # says; the shape trace is only data for a picture, checked before anything uses it.
-        self.mutated = [labels[i] for i in self._inputs.changed()]
+        self.mutated = [labels[i] for i in inputs.changed()]
         self.trace = checked_trace(response.get("trace"))
         if not response.get("ok"):
             raise self._problem(response.get("error") or {}, name)
@@ -512,14 +510,7 @@ class LearnerModule:
     def output(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the learner's code printed, across all its workers
         (without the stack dumps asked for by ``where_busy``)."""
-        text = ""
-        for worker in self.workers:
-            try:
-                with open(worker.output_path, "rb") as handle:
-                    handle.seek(max(0, worker.output_path.stat().st_size - limit))
-                    text += handle.read().decode("utf-8", "replace")
-            except OSError:
-                pass
+        text = "".join(worker.printed(-limit, limit).decode("utf-8", "replace") for worker in self.workers)
         text = re.sub(
             r"(?:Fatal Python error: .*\n\n)?(?:(?:Current thread|Thread) 0x[0-9a-f]+|Stack) "
             r"\(most recent call first\):\n(?:  File .*\n)*(?:\n?Extension modules: .*\n)?",
@@ -531,11 +522,9 @@ class LearnerModule:
     def close(self) -> None:
         import shutil
 
-        if self._inputs is not None:
-            self._inputs.close()
         for worker in self.workers:
             worker.kill()  # its keeper kills whatever the learner's code started, and only that
-            worker.output_path.unlink(missing_ok=True)
+            worker.close_files()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- measured calls ------------------------------------------------------------------------

@@ -19,11 +19,16 @@ When told to stop, or as soon as the worker ended, the keeper kills its whole su
 it has no child left (every descendant, orphans included, is in its subtree) and exits. So a
 check kills exactly what its workers started, and nothing of the caller's.
 
-A worker started for measuring memory (a fifth argument ``measured``) may start no other
-process: before anything of the learner's runs, its side of the fork installs a seccomp filter
-that refuses fork, vfork, clone without a shared address space, clone3 and exec (see
-``_forbid_new_processes``). Its threads share its memory, so the kernel's count of its resident
-memory (read by the grader in ``/proc``) is all the memory the learner's code can hold.
+Every worker, before anything of the learner's runs, installs a seccomp filter on its side of the
+fork (see ``_install_filter``): it may create no socket of any family, so it talks to the grader
+through its pipes only and reaches neither the warm grader's socket nor the network. A worker
+started for measuring memory (a sixth argument ``measured``) may also start no other process:
+fork, vfork, clone without a shared address space, clone3 and exec are refused. Its threads
+share its memory, so the kernel's count of its resident memory (read by the grader in ``/proc``)
+is all the memory the learner's code can hold.
+
+The fifth argument is the descriptor of the call inputs' file (a memfd the grader made, see
+``client.SharedInputs``): only the worker keeps it.
 
 Standard library only, and nothing heavy before the fork: the worker start is on the critical
 path of a cold check.
@@ -38,8 +43,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 def main(argv: list[str]) -> int:
-    request_fd, response_fd, control_fd, status_fd = (int(arg) for arg in argv[:4])
-    measured = argv[4:5] == ["measured"]
+    request_fd, response_fd, control_fd, status_fd, inputs_fd = (int(arg) for arg in argv[:5])
+    measured = argv[5:6] == ["measured"]
     import ctypes
 
     if ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -49,36 +54,62 @@ def main(argv: list[str]) -> int:
         os.close(control_fd)  # the learner must not read the grader's orders nor forge a status
         os.close(status_fd)
         os.setpgid(0, 0)
-        if measured and not _forbid_new_processes():
+        filtered = _install_filter(measured)
+        if measured and not filtered:
             os._exit(71)  # no filter, no sound measurement: the grader says so (EX_OSERR)
         from course.engine.worker import main as work
 
-        return work([str(request_fd), str(response_fd)])
+        return work([str(request_fd), str(response_fd), str(inputs_fd), "filtered" if filtered else ""])
     try:
         os.setpgid(worker, worker)  # also here, so the group exists whichever side runs first
     except OSError:
         pass
     os.close(request_fd)  # only the worker holds these: its death is an end of file for the grader
     os.close(response_fd)
+    os.close(inputs_fd)
     _report(status_fd, b"P%d\n" % worker)
     _keep(worker, control_fd, status_fd)
     _sweep(worker)
     os._exit(0)
 
 
-# seccomp: (audit arch, denied syscalls, clone, clone3) per machine; x86_64 also denies x32 numbers
+# seccomp, per machine: audit arch; calls refused to every worker (socket, socketpair,
+# io_uring_setup, memfd_create, memfd_secret, pidfd_getfd; shmget, semget, msgget, mq_open,
+# add_key, keyctl: kernel objects that outlive a process); calls refused to a measured worker
+# (fork, vfork, execve, execveat on x86_64; execve, execveat on aarch64); clone; clone3.
 _SECCOMP_ARCH = {
-    "x86_64": (0xC000003E, (57, 58, 59, 322), 56, 435),  # fork, vfork, execve, execveat
-    "aarch64": (0xC00000B7, (221, 281), 220, 435),  # execve, execveat
+    "x86_64": (
+        0xC000003E,
+        (41, 53, 425, 319, 447, 438, 29, 64, 68, 240, 248, 250),
+        (57, 58, 59, 322),
+        56,
+        435,
+    ),
+    "aarch64": (
+        0xC00000B7,
+        (198, 199, 425, 279, 447, 438, 194, 190, 186, 180, 217, 219),
+        (221, 281),
+        220,
+        435,
+    ),
 }
 
 
-def _forbid_new_processes() -> bool:
-    """Install a seccomp filter (for this process and any thread it starts) that makes fork,
-    vfork, exec and a clone without CLONE_VM fail with EPERM and clone3 with ENOSYS (so libc
-    falls back to clone, whose flags the filter can read). A clone with CLONE_VM (a thread, or
-    the first step of posix_spawn, whose exec is refused) shares this process's memory. Returns
-    False when the filter cannot be installed."""
+def _install_filter(measured: bool) -> bool:
+    """Install a seccomp filter for this process, its threads and everything it starts.
+
+    Every worker: no new socket of any family (nor through io_uring), so learner code reaches
+    no one (not the warm grader's socket, not the network, TCP or UDP) and talks to the grader
+    through its pipes only; no memfd, System V shared memory, semaphore or message queue, POSIX
+    message queue or key (memory outside the worker's limits, and some of it outliving the
+    check); no descriptor taken from another process. These fail with EPERM.
+
+    A measured worker also may start no process: fork, vfork, exec and a clone without
+    CLONE_VM fail with EPERM and clone3 with ENOSYS (so libc falls back to clone, whose flags
+    the filter can read). A clone with CLONE_VM (a thread, or the first step of posix_spawn,
+    whose exec is refused) shares this process's memory.
+
+    Returns False when the filter cannot be installed (another machine, an old kernel)."""
     import ctypes
     import platform
     import struct
@@ -86,20 +117,22 @@ def _forbid_new_processes() -> bool:
     machine = _SECCOMP_ARCH.get(platform.machine())
     if machine is None:
         return False
-    arch, denied, clone, clone3 = machine
+    arch, always, processes, clone, clone3 = machine
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, kill = 0x7FFF0000, 0x80000000
     eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
     code: list[tuple[int, object, object, int]] = [(load, 0, 0, 4), (jeq, 0, "kill", arch), (load, 0, 0, 0)]
     if platform.machine() == "x86_64":
         code.append((jge, "deny", 0, 0x40000000))  # the x32 numbering of the same calls
-    code += [(jeq, "deny", 0, number) for number in denied]
-    code += [
-        (jeq, "nosys", 0, clone3),
-        (jeq, 0, "allow", clone),
-        (load, 0, 0, 16),
-        (jset, "allow", "deny", 0x100),
-    ]
+    code += [(jeq, "deny", 0, number) for number in always]
+    if measured:
+        code += [(jeq, "deny", 0, number) for number in processes]
+        code += [
+            (jeq, "nosys", 0, clone3),
+            (jeq, 0, "allow", clone),
+            (load, 0, 0, 16),
+            (jset, "allow", "deny", 0x100),
+        ]
     labels = {"allow": len(code), "deny": len(code) + 1, "nosys": len(code) + 2, "kill": len(code) + 3}
     code += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, enosys), (ret, 0, 0, kill)]
     raw = b"".join(
@@ -170,34 +203,49 @@ def _keep(worker: int, control_fd: int, status_fd: int) -> None:
 def _sweep(worker: int) -> None:
     """Kill every descendant and reap every child, until no child is left. As a subreaper, a
     live descendant means a live child (its topmost living ancestor below us is reparented to
-    us), so "no child" is the exact, race-free end."""
+    us), so "no child" is the exact, race-free end.
+
+    Each round kills our children as the kernel lists them (``/proc/self/task/<tid>/children``,
+    one short read; a child not reaped yet keeps its pid, so the pid is never a recycled one),
+    then reaps one: a grandchild whose parent was killed is our child in the next round. A
+    process that keeps changing its pid (fork, the parent exits, again) is caught as soon as a
+    round is faster than one of its forks, which a round of a few system calls is."""
     import _signal as signal
     import time
 
     try:
         os.killpg(worker, signal.SIGKILL)  # most of it in one call: the worker's process group
-        os.waitpid(worker, 0)  # killed: ends at once (unless it had ended and was reaped before)
-    except (OSError, ChildProcessError):
+    except OSError:
         pass
-    while True:  # usually no child is left here, and no scan of /proc is needed
+    listing = f"/proc/self/task/{os.getpid()}/children"
+    while True:
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
             return
-        targets = _descendants(os.getpid())
+        targets = _children(listing)
         for pid in targets:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if targets:
-            try:
-                os.waitpid(-1, 0)  # one child ended (they all were just killed); look again
-            except ChildProcessError:
-                return
-        else:  # a child we could not see in /proc yet (born during the scan): look again
+        if not targets:  # a child too new to be listed yet: look again in a moment
             time.sleep(0.001)
+            continue
+        try:
+            os.waitpid(-1, 0)  # a killed child ends at once; then look again
+        except ChildProcessError:
+            return
+
+
+def _children(listing: str) -> list[int]:
+    """Our children, from the kernel's list, or from a scan of /proc without that list."""
+    try:
+        with open(listing, "rb") as handle:
+            return [int(pid) for pid in handle.read().split()]
+    except (OSError, ValueError):
+        return _descendants(os.getpid())
 
 
 def _descendants(root: int) -> list[int]:

@@ -13,8 +13,8 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,8 +39,13 @@ class Worker:
     worker's, as the keeper reports it."""
 
     def __init__(self, scratch: Path, measured: bool = False) -> None:
-        """``measured``: a worker whose memory the grader measures (``reset_peak``, ``memory``):
-        its keeper forbids it to start any other process (see ``keeper``)."""
+        """``scratch``: the worker's working folder (it may write nothing there: see
+        ``sandbox``). ``measured``: a worker whose memory the grader measures (``reset_peak``,
+        ``memory``): its keeper forbids it to start any other process (see ``keeper``).
+
+        What the worker prints goes to a file with no name (a memfd), and so does a call's
+        inputs (``inputs``): the grader keeps their descriptors and never opens, creates or
+        removes anything by name in a folder learner code could write."""
         self.measured = measured
         self._buffer = bytearray()
         request_read, self._request = os.pipe()
@@ -53,40 +58,47 @@ class Worker:
         env = dict(
             os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
         )
-        handle, name = tempfile.mkstemp(prefix="output-", dir=scratch)
-        os.close(handle)  # reopened below as the worker's stdout; never leak the descriptor
-        self.output_path = Path(name)
-        ends = (request_read, response_write, control_read, status_write)
+        self.output = os.memfd_create("course-output", os.MFD_CLOEXEC)
+        self.inputs = os.memfd_create("course-inputs", os.MFD_CLOEXEC)  # no sealing: never frozen
+        self._files = weakref.finalize(self, _close_all, [self.output, self.inputs])
+        ends = (request_read, response_write, control_read, status_write, self.inputs)
         mode = ["measured"] if measured else []
-        with open(self.output_path, "wb") as output:
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
-                pass_fds=ends,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                cwd=scratch,
-                env=env,
-                start_new_session=True,
-            )
-        for fd in ends:
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
+            pass_fds=ends,
+            stdin=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=subprocess.STDOUT,
+            cwd=scratch,
+            env=env,
+            start_new_session=True,
+        )
+        for fd in ends[:4]:
             os.close(fd)
         self.import_info: dict | None = None
 
-    def load(self, source_dir: Path, module: str, limits: Limits, lessons: Sequence[str] = ()) -> None:
+    def load(
+        self,
+        source_dir: Path,
+        module: str,
+        limits: Limits,
+        lessons: Sequence[str] = (),
+        readable: Sequence[str] | None = None,
+    ) -> None:
         """Ask the worker to limit its memory and import ``module`` from ``source_dir``;
         ``module`` and ``lessons`` (the modules it may import as lessons, in load order) are
-        loaded only from ``source_dir/<name>.py``, compiled from source."""
-        self.send(
-            {
-                "op": "load",
-                "source_dir": str(source_dir),
-                "module": module,
-                "lessons": list(lessons),
-                "memory_bytes": limits.memory_bytes,
-            },
-            [],
-        )
+        loaded only from ``source_dir/<name>.py``, compiled from source. ``readable``: the
+        only paths it may read from then on (``sandbox.restrict_reads``), for a submission."""
+        order = {
+            "op": "load",
+            "source_dir": str(source_dir),
+            "module": module,
+            "lessons": list(lessons),
+            "memory_bytes": limits.memory_bytes,
+        }
+        if readable is not None:
+            order["readable"] = list(readable)
+        self.send(order, [])
 
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
@@ -192,7 +204,7 @@ class Worker:
         """Where a worker that overran its time is: ask it for a stack dump (faulthandler,
         on SIGUSR1) and name the learner's innermost line, or '' if it cannot tell."""
         try:
-            size = self.output_path.stat().st_size
+            size = os.fstat(self.output).st_size
             os.write(self._control, b"u")  # the keeper signals the worker: never a recycled pid
         except OSError:
             return ""
@@ -206,12 +218,21 @@ class Worker:
         return _learner_line(text, source_dir)
 
     def _output_since(self, offset: int) -> str:
+        return self.printed(offset, 200_000).decode("utf-8", "replace")
+
+    def printed(self, offset: int, limit: int) -> bytes:
+        """At most ``limit`` bytes of what the worker printed, from ``offset`` (negative: from
+        that far before the end); b"" once ``close_files`` was called."""
         try:
-            with open(self.output_path, "rb") as handle:
-                handle.seek(offset)
-                return handle.read(200_000).decode("utf-8", "replace")
+            if offset < 0:
+                offset = max(0, os.fstat(self.output).st_size + offset)
+            return os.pread(self.output, limit, offset)
         except OSError:
-            return ""
+            return b""
+
+    def close_files(self) -> None:
+        """Close the output and inputs files (also done when the Worker is collected)."""
+        self._files()
 
     # -- its memory, as the kernel counts it (never as the worker reports it) ------------------
     def _proc(self, name: str) -> str:
@@ -268,6 +289,14 @@ class Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _learner_line(dump: str, source_dir: Path) -> str:

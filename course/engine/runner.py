@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
-from course.engine import client, integrity, misconceptions
+from course.engine import client, integrity, misconceptions, sandbox
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 from course.engine.results import (
@@ -101,19 +101,25 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     if cached is not None and Path(getattr(cached, "__file__", "") or "").resolve() != test_file.resolve():
         del sys.modules[test_file.stem]
 
-    # Nothing of the grader's may land in the learner's folder: run from the scratch folder,
+    # Nothing of the grader's may land in the learner's folder, nor in one learner code could
+    # write (the worker's scratch folder, where a symlink could send the grader's writes
+    # anywhere): pytest runs from a folder of the grader's own, made here and removed after,
     # where hypothesis's own cache (written even without a database) goes too.
+    import shutil
+    import tempfile
+
     here = os.getcwd()
-    scratch = plugin.learner.scratch
-    configuration.set_hypothesis_home_dir(str(scratch / ".hypothesis"))
+    own = Path(tempfile.mkdtemp(prefix="course-grader-"))
+    configuration.set_hypothesis_home_dir(str(own / ".hypothesis"))
     try:
-        os.chdir(scratch)
+        os.chdir(own)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
             code = pytest.main(_pytest_args(test_file), plugins=[plugin, plugin_module])
         return f"pytest exit code {int(code)}. {printed.getvalue()[-1500:]}"
     finally:
         os.chdir(here)
+        shutil.rmtree(own, ignore_errors=True)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -184,11 +190,15 @@ def grade(
     limits: Limits | None = None,
     test_file: Path | None = None,
     spare: tuple[Worker, Path] | None = None,
+    sealed: bool = False,
 ) -> LessonResult:
     """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests.
 
     ``spare`` is a blank worker (and its scratch folder) started ahead of time by the warm
     grader; without it a worker is started here, in parallel with pytest's start-up.
+    ``sealed`` (a class's submission): the learner's code may read nothing but Python, its
+    libraries and ``source_dir`` (``sandbox.readable_paths``): no reference solution, no
+    grading test, no other submission.
     """
     from course.engine.plugin import GradingPlugin
 
@@ -203,7 +213,8 @@ def grade(
         if spare:
             spare[0].kill()
         return oversized
-    learner = client.LearnerModule(source_dir, lesson.module, limits, spare)  # worker starts now
+    readable = sandbox.readable_paths(source_dir) if sealed else None
+    learner = client.LearnerModule(source_dir, lesson.module, limits, spare, readable=readable)
     plugin = GradingPlugin(learner)
     tests = (
         integrity.trusted(lesson.grading_tests)

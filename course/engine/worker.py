@@ -36,7 +36,8 @@ OUTPUT_LIMIT = 8 * 1024 * 1024
 # Learner code may replace builtins or numpy functions; the worker's own bookkeeping must not
 # be fooled by that, so it keeps the originals and puts builtins back after the learner runs.
 _BUILTINS = dict(builtins.__dict__)
-_shared: dict[str, Any] = {"path": None, "map": bytearray(0)}  # the grader's inputs file, mapped
+_confined = {"abi": 0}  # the Landlock ABI this worker confined itself with (0: none)
+_shared: dict[str, Any] = {"fd": -1, "map": bytearray(0)}  # the grader's inputs file, mapped
 
 
 def _restore_builtins() -> None:
@@ -121,6 +122,11 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
         info["message"] = (
             f"sys.exit({exc.code!r}) was called instead of returning a value; remove it from your file."
         )[:500]
+    if isinstance(exc, PermissionError) and exc.filename is not None and _confined["abi"]:
+        info["message"] = (
+            f"{message} (while it is graded, your code may write no file, not even in its "
+            "working folder: return your results instead of saving them)"
+        )[:2000]
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         info["type"] = "OutputLimit"
         info["message"] = (
@@ -233,18 +239,14 @@ def _refusal(kind: str, message: str) -> dict:
 
 
 def _shared_inputs(shared: Any) -> list[np.ndarray]:
-    """A call's input arrays: writable views of the file the grader wrote them into (mapped
-    once, and again when the grader names another file or grows it), so that what the learner's
-    code does to them happens in the grader's file."""
+    """A call's input arrays: writable views of the file the grader wrote them into (the
+    descriptor this worker inherited, mapped once, and again when the grader grew it), so that
+    what the learner's code does to them happens in the grader's file."""
     if not isinstance(shared, dict) or type(shared.get("size")) is not int:
         raise protocol.ProtocolError("bad shared inputs")
-    path, size = str(shared.get("path")), shared["size"]
-    if size and (_shared["path"] != path or len(_shared["map"]) < size):
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            _shared.update(path=path, map=mmap.mmap(fd, max(size, os.fstat(fd).st_size)))
-        finally:
-            os.close(fd)
+    size = shared["size"]
+    if size and len(_shared["map"]) < size:
+        _shared["map"] = mmap.mmap(_shared["fd"], max(size, os.fstat(_shared["fd"]).st_size))
     elif size:  # earlier calls' pages leave the resident memory (read again if still used)
         _shared["map"].madvise(mmap.MADV_DONTNEED)
     return protocol.shared_views(_shared["map"] if size else bytearray(0), shared.get("arrays"))
@@ -300,9 +302,12 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
 
 
 def main(argv: list[str]) -> int:
-    request_fd, response_fd = int(argv[0]), int(argv[1])
-    # Before anything of the learner's: write only in the scratch folder (our working folder).
-    confined = sandbox.confine(os.getcwd())
+    """``argv``: the request and response pipes, the inputs file's descriptor, and "filtered"
+    when the keeper installed the seccomp filter (no sockets) on this process."""
+    request_fd, response_fd, _shared["fd"] = int(argv[0]), int(argv[1]), int(argv[2])
+    filtered = argv[3:4] == ["filtered"]
+    # Before anything of the learner's: write no file anywhere (only the descriptors it holds).
+    confined = _confined["abi"] = sandbox.confine()
     # On SIGUSR1 the grader learns where a call that overran its time is stuck.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
     faulthandler.enable(file=sys.stderr, all_threads=False)  # and where a crash happened
@@ -314,6 +319,17 @@ def main(argv: list[str]) -> int:
     source_dir = Path(str(order.get("source_dir", ""))).resolve()
     module_name = str(order.get("module", ""))
     lessons = [name for name in order.get("lessons", []) if isinstance(name, str) and name.isidentifier()]
+    readable = order.get("readable")
+    if readable is not None and not (
+        isinstance(readable, list) and sandbox.restrict_reads([str(path) for path in readable])
+    ):
+        refusal = _refusal(
+            "Unconfined",
+            "This machine cannot keep the code graded from reading the course's reference "
+            "solutions and other submissions (it has no Landlock), so it was not run.",
+        )
+        protocol.write_all(response_fd, protocol.pack({**refusal, "lesson_modules": []}, []))
+        return 0
     _limit_resources(int(order.get("memory_bytes", 0)))
     sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
     # Lesson modules (this one and those it imports) come from their .py source only, found
@@ -327,7 +343,12 @@ def main(argv: list[str]) -> int:
     try:
         module = importlib.import_module(module_name)
         _restore_builtins()
-        header: dict = {"ok": True, "lesson_modules": _lesson_modules(source_dir), "sandbox": confined}
+        header: dict = {
+            "ok": True,
+            "lesson_modules": _lesson_modules(source_dir),
+            "sandbox": confined,
+            "filtered": filtered,
+        }
     except BaseException as exc:  # noqa: BLE001
         _restore_builtins()
         header = {

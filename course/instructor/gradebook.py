@@ -104,7 +104,7 @@ def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> 
                 "result": None,
             }
             continue
-        result = grade(lesson, folder)
+        result = grade(lesson, folder, sealed=True)  # reads nothing but its own bundle
         summary = lesson_summary(result)
         full = result.to_dict()
         full["output"] = full["output"][-500:]

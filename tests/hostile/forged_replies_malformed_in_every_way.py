@@ -9,12 +9,14 @@ import json
 import os
 import struct
 import sys
-from pathlib import Path
+import zlib
 
 # Each call writes a forged reply to the worker's reply pipe (its second descriptor) before the
-# worker's own, a different kind of malformed one each time (the count is kept in the worker's
-# scratch folder, which every fresh worker of the check shares). Every one of them is the
-# learner's error, with a message, never "the grader itself hit a problem".
+# worker's own, a different kind of malformed one for different inputs: picked by a checksum of
+# the call's first array, salted so that the calls of lesson 1 meet all 13 kinds (a worker keeps
+# nothing between the fresh workers of a check, and the grading tests' inputs are the same on
+# every run). Every one of them is the learner's error, with a message, never "the grader
+# itself hit a problem".
 RESPONSE_FD = int(sys.argv[2])
 
 
@@ -41,25 +43,23 @@ FORGED = [
 ]
 
 
-def forge():
-    counter = Path("forged-count")
-    count = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(count + 1))
+def forge(first):
+    count = zlib.crc32(bytes([159]) + repr(first.shape).encode() + first.tobytes()[:256])
     data = memoryview(FORGED[count % len(FORGED)])
     while data:
         data = data[os.write(RESPONSE_FD, data) :]
 
 
 def linear(x, w, b=None):
-    forge()
+    forge(x)
     return x @ w if b is None else x @ w + b
 
 
 def head_projections(x, w_heads):
-    forge()
+    forge(x)
     raise NotImplementedError
 
 
 def fuse_head_weights(w_heads):
-    forge()
+    forge(w_heads)
     raise NotImplementedError
