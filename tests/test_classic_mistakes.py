@@ -6,7 +6,9 @@ the lesson's solution into the mistaken version (each `old` occurs exactly once)
 
 The mistakes are graded in this process (tests.helpers.grade_folder: the same nested pytest and
 worker process a cold check uses); one test grades through `python -m course.engine` as well and
-checks that both give the same result.
+checks that both give the same result. A mistake tied to a misconception of the registry
+(`misconception = "<id>"`) must label its failing checks with exactly that id and its fix idea
+(tests/test_misconceptions.py checks the registry side).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import pytest
 
 from course.catalog import load_catalog
+from course.engine import misconceptions
 from tests.helpers import (
     SOLUTIONS,
     all_messages,
@@ -50,6 +53,17 @@ def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp
     assert mistake["expect"].lower() in messages.lower(), (
         f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}"
     )
+    if "misconception" in mistake:  # tied to the registry: labelled with exactly that id
+        entry = misconceptions.find(mistake["misconception"])
+        assert entry is not None, f"{mistake['misconception']!r} is not in course/misconceptions.toml"
+        failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
+        labelled = [check for check in failing if check["misconception"]]
+        assert labelled, f"no check names {entry.id}"
+        assert {check["misconception"] for check in labelled} == {entry.id}
+        for check in labelled:
+            assert check["mistake_id"] and check["mistake"], "a labelled check names its mistake"
+            assert f"This looks like a known mistake: {check['mistake']}." in check["message"]
+            assert f"Misconception: {entry.name}. Fix idea: {entry.fix}" in check["message"]
 
 
 def test_the_engine_command_grades_as_in_process_grading_does(tmp_path):

@@ -173,15 +173,25 @@ def _ready_child(listener: socket.socket, notify: int) -> None:
 
     from course.engine.processes import Worker
 
-    scratch = Path(tempfile.mkdtemp(prefix="course-"))
-    spare = Worker(scratch)
+    spares: list[Worker] = []
+    folders: list[Path] = []
 
     def retire(*_: object) -> None:
-        spare.kill()
-        shutil.rmtree(scratch, ignore_errors=True)
+        for worker in spares:
+            worker.kill()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
         os._exit(0)
 
+    # SIGTERM (the server stopping) is blocked from before the fork until the handler is in
+    # place and the scratch folder is recorded, so a stop never leaves that folder behind. It is
+    # unblocked before the spare worker starts: its keeper must not inherit the blocked signal.
     signal.signal(signal.SIGTERM, retire)
+    scratch = Path(tempfile.mkdtemp(prefix="course-"))
+    folders.append(scratch)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    spare = Worker(scratch)
+    spares.append(spare)
     try:
         connection, _ = listener.accept()
         os.write(notify, b"x")  # the server forks the next ready child now
@@ -245,7 +255,10 @@ def serve(path: Path) -> int:
     built = fingerprint()
     try:
         while True:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # see _ready_child
             child = os.fork()
+            if child != 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if child == 0:
                 signal.set_wakeup_fd(-1)  # the server's, not the child's
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
