@@ -9,7 +9,9 @@ That is the softmax, taken along one axis:
 
 Written like that it breaks on real numbers. exp overflows to inf above x = 709.8 in float64
 and already above x = 88.7 in float32, and inf / inf is NaN; when a whole row lies far below
-zero (under -745 in float64, -103 in float32) every exp underflows to 0, and 0 / 0 is NaN too.
+zero (under -745.1 in float64, -103.97 in float32) every exp underflows to 0, and 0 / 0 is NaN
+too: np.exp(np.float32(-103.9)) is still 1.4e-45, the smallest float32 above 0 (numpy prints it
+1e-45), but np.exp(np.float32(-104.0)) is 0.
 The cure is one line of algebra: for any constant m,
 
     exp(x_i - m) / sum_j exp(x_j - m) = e^-m exp(x_i) / (e^-m sum_j exp(x_j)) = softmax(x)_i

@@ -14,8 +14,9 @@ and one key s the score is  q_t . k_s / sqrt(K). Row t of the weights says how
 much of each value goes into output row t; it is positive and sums to 1, so every output row is a
 weighted average (a convex combination) of value rows.
 
-Why divide by sqrt(K)? If the K numbers of a query and of a key are independent with variance 1,
-their dot product has variance K: the scores grow like sqrt(K) with the head width, the softmax
+Why divide by sqrt(K)? If the 2K numbers of a query and of a key are independent, each with
+mean 0 and variance 1, their dot product has mean 0 and variance K (each of its K terms q_i k_i
+has mean 0 and variance 1): the scores grow like sqrt(K) with the head width, the softmax
 saturates on the largest one and its gradients vanish. Dividing by sqrt(K) keeps the scores at
 variance 1 whatever the head width. K here is the head width, q.shape[-1], not the model width D,
 nor the number of keys S.

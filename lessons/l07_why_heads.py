@@ -18,6 +18,18 @@ D heads. The heads SPLIT the D features into H slices of width K; they do not mu
 PyTorch agrees: sum(p.numel() for p in torch.nn.MultiheadAttention(D, H).parameters()) is
 4*D*D + 4*D for every H that divides D. The computation does not grow either: the projections cost
 4*T*D*D multiply-adds per sequence whatever H is, and the scores cost H * T*S*K = T*S*D.
+This lesson grades multi-head attention, G = H (n_kv_heads None or equal to n_heads); lesson 8
+teaches G < H and grades those counts.
+
+How many heads in practice
+--------------------------
+The Transformer of Vaswani et al. 2017 ("Attention Is All You Need", section 3.2.2 and table 3):
+the base model has H = 8 heads in d_model = 512, so d_k = d_v = 512 / 8 = 64; the big model has
+H = 16 heads in d_model = 1024, so d_k = d_v = 1024 / 16 = 64 again. Typical models since have
+8, 12 or 16 heads, each 64 or 128 wide (BERT-base: 12 heads of 64 in d_model = 768). The largest
+have more heads and wider ones: GPT-3 175B (Brown et al. 2020) has 96 heads of width 128 in
+d_model = 12,288. Your count_parameters(512, 8) gives the base model's 1,050,624 parameters per
+attention layer (4 * 512 * 512 + 4 * 512), and count_parameters(12288, 96) GPT-3's 604,028,928.
 
 What heads buy
 --------------
@@ -65,8 +77,9 @@ came from where. `single_head_error` measures it: for a given a it fits the best
 (with a constant) by least squares over every pair of tokens and returns the root-mean-square
 distance between the read-out and the target. `best_single_head_error` searches a over [0, 1].
 For every a the mean squared error comes out at 1 - 1/V, the variance of one whole one-hot token:
-whatever the split, one token's worth of information is lost (0.89 for V = 5, against below 1e-9
-for the two heads). That covers every head whose attention depends on positions only; a head whose
+whatever the split, one token's worth of information is lost. The function returns its square
+root, sqrt(1 - 1/V): 0.89 for V = 5 (a mean squared error of 0.8), against below 1e-9 for the
+two heads. That covers every head whose attention depends on positions only; a head whose
 scores also read the tokens can move a with the tokens, but its output is still ONE blend of
 value vectors.
 
@@ -118,6 +131,9 @@ def count_parameters(d_model, n_heads, n_kv_heads=None, bias=True):
     bias:       whether the layer has b_q, b_k, b_v and b_o
     returns an int: D*D + 2*D*G*K + D*D weights, plus D + 2*G*K + D biases when bias is True
     raises ValueError naming the numbers when D % H != 0 or H % G != 0
+
+    Lesson 7 grades multi-head attention: n_kv_heads None or equal to n_heads. Lesson 8 comes
+    back to this function for G < H (grouped-query attention), imports it and grades it there.
 
     TODO:
       1. Name the sizes: D, H = d_model, n_heads, and G = H when n_kv_heads is None, else

@@ -29,6 +29,20 @@ Ainslie et al. also show how to get a GQA model without training one from scratc
 checkpoint, mean-pool the key and value projection matrices of the heads in each group into one
 head, and continue training for a small fraction (about 5%) of the original steps ("uptraining").
 
+What sharing saves
+------------------
+Lesson 7 counted an attention layer: W_Q (D, H*K), W_K and W_V (D, G*K), W_O (H*K, D), and with
+biases b_q (H*K,), b_k and b_v (G*K,), b_o (D,). Multi-head attention (G = H) has 4*D*D + 4*D.
+With G < H only W_K and W_V and their biases shrink, from H*K to G*K columns each; W_Q and W_O
+stay D x D. Your count_parameters of lesson 7 already takes n_kv_heads, and this lesson grades
+those counts: kv_parameter_saving counts what a layer saves with G key/value heads instead of H,
+
+    count_parameters(D, H) - count_parameters(D, H, n_kv_heads=G) = 2*D*(H - G)*K  (+ 2*(H - G)*K)
+
+Llama 2 70B (D = 8,192, H = 64, G = 8, K = 128, no biases) saves 2 * 8,192 * 56 * 128 =
+117,440,512 of the 268,435,456 parameters an MHA layer would have (44%), 9.4 billion over its 80
+layers. The bigger gain is the cache, though (lesson 9): 8 times smaller.
+
 Repeat-interleave, never tile
 -----------------------------
 The simplest way to compute GQA is to copy every key/value head H // G times, so that k and v
@@ -61,7 +75,8 @@ Conventions (the same in every lesson)
   float32).
 
 This lesson uses your linear (lesson 1), scaled_dot_product_attention (lesson 3), split_heads and
-merge_heads (lesson 5): finish those first. PyTorch computes the same attention with
+merge_heads (lesson 5) and count_parameters (lesson 7): finish those first. PyTorch computes the
+same attention with
 `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)`,
 q (B, H, T, K), k and v (B, G, S, K), the mask with its head axis (B, 1, T, S): it
 repeat-interleaves k and v itself.
@@ -73,6 +88,7 @@ import numpy as np
 from l01_projections import linear  # your linear from lesson 1
 from l03_attention import scaled_dot_product_attention  # your attention from lesson 3
 from l05_heads import merge_heads, split_heads  # your head reshapes from lesson 5
+from l07_why_heads import count_parameters  # your parameter count from lesson 7
 
 
 def kv_head_for_query_head(n_heads, n_kv_heads):
@@ -141,5 +157,28 @@ def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
          The weights are (B, H, T, S): keep one map per query head.
       8. merge_heads(heads) -> (B, T, H*K), then linear with w_o and b_o -> (B, T, D).
       9. Return (out, weights).
+    """
+    raise NotImplementedError
+
+
+def kv_parameter_saving(d_model, n_heads, n_kv_heads, bias=True):
+    """How many parameters a layer saves with G key/value heads instead of H (GQA against MHA).
+
+    d_model:    D
+    n_heads:    H, must divide D (K = D // H)
+    n_kv_heads: G, must divide H
+    bias:       whether both layers have b_q, b_k, b_v and b_o
+    returns an int: the multi-head layer's count minus the grouped-query layer's, with the same
+            D, H and bias; 0 when G = H
+    raises ValueError naming the numbers when D % H != 0 or H % G != 0
+
+    TODO:
+      1. Count the multi-head layer (G = H) with your count_parameters from lesson 7 (imported
+         at the top of this file), with the same bias.
+      2. Count the grouped-query layer: the same D, H and bias, with G key/value heads. If your
+         count_parameters still ignores n_kv_heads, finish it in lesson 7's file: W_K and W_V
+         are (D, G*K), b_k and b_v (G*K,). It raises the ValueError when H % G != 0.
+      3. Return the first count minus the second, an int. Check: kv_parameter_saving(16, 8, 2)
+         is 1088 - 680 = 408, and kv_parameter_saving(30, 6, 6) is 0.
     """
     raise NotImplementedError

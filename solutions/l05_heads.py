@@ -53,8 +53,12 @@ ValueError that names both numbers, e.g. "d_model 10 is not divisible by n_heads
 let a reshape fail with "cannot reshape array of size 60 into shape (2,3,4,2)" or, worse, silently
 drop columns.
 
-PyTorch does the same in nn.MultiheadAttention: x.view(B, T, H, K).transpose(1, 2) splits, and
-out.transpose(1, 2).reshape(B, T, H * K) merges.
+In PyTorch code the same two moves are commonly written x.view(B, T, H, K).transpose(1, 2) to
+split and out.transpose(1, 2).reshape(B, T, H * K) to merge (nanoGPT and Hugging Face's Llama
+split this way). That is an illustration of the reshape, not the source of nn.MultiheadAttention,
+which works sequence first inside: its q is (T, B, D), split with
+q.view(T, B * H, K).transpose(0, 1). The layout is the same, though: each head owns one
+contiguous block of K features.
 
 Conventions (the same in every lesson)
 --------------------------------------

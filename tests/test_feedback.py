@@ -5,6 +5,7 @@ import pytest
 
 from course.engine.protocol import Opaque
 from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
+from tests.helpers import import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
 MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale")
@@ -46,6 +47,42 @@ def test_nans_are_counted_and_located():
     actual = EXPECTED.copy()
     actual[0, 1] = np.nan
     assert "4 NaN values where numbers were expected (the first at [0, 1, 0])" in message_of(actual)
+
+
+def test_a_wrong_mask_lists_every_differing_entry_and_its_row_without_eliding_it(tmp_path):
+    # Lesson 4's padding mask off by one (j <= lengths[b]): numpy's summary of a (3, 1, 7) mask
+    # printed column 3, the first wrong one, as "...".
+    (right,) = import_lessons("l04_masks")
+    (wrong,) = import_lessons(
+        "l04_masks", folder=solutions_with_mistake(tmp_path, "l04_masks", "padding_less_or_equal")
+    )
+    lengths = np.array([3, 7, 1])
+    message = message_of(wrong.padding_mask(lengths, 7), right.padding_mask(lengths, 7), dims="B T S")
+    assert message.splitlines()[:5] == [
+        "f(x) is wrong at 2 of 21 positions:",
+        "  at [0, 0, 3]: expected False, got True",
+        "  at [2, 0, 1]: expected False, got True",
+        "  expected[0, 0, :] = [ True  True  True False False False False]",
+        "  got     [0, 0, :] = [ True  True  True  True False False False]",
+    ]
+    assert "..." not in message
+
+
+def test_many_wrong_mask_entries_are_listed_a_few_and_counted_with_the_wrong_column_in_view():
+    expected = np.tril(np.ones((2, 3, 40), dtype=bool))
+    actual = expected.copy()
+    actual[:, :, 30:32] = True  # 12 wrong entries in a row too long for one line
+    lines = message_of(actual, expected, dims="B T S").splitlines()
+    assert lines[0] == "f(x) is wrong at 12 of 240 positions:"
+    assert lines[1:3] == [
+        "  at [0, 0, 30]: expected False, got True",
+        "  at [0, 0, 31]: expected False, got True",
+    ]
+    assert lines[7] == "  ... and 6 more"
+    assert lines[8:] == [
+        "  expected[0, 0, 25:35] = [False False False False False False False False False False]",
+        "  got     [0, 0, 25:35] = [False False False False False  True  True False False False]",
+    ]
 
 
 def test_a_known_mistake_is_named_and_carried_on_the_exception():

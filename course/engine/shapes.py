@@ -13,6 +13,8 @@ missing or the axes are in the wrong order".
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,13 +73,47 @@ class ShapeTrace:
 
 
 def letters(shape: tuple[int, ...] | list[int] | None, sizes: dict[str, int]) -> str:
-    """A shape in dimension letters: (7, 4, 3, 6) -> "(B, H, T, K)"."""
+    """A shape in dimension letters, (7, 4, 3, 6) -> "(B, H, T, K)": a size shows as its letter
+    when exactly one letter has it, else as its number."""
     if shape is None:
         return "not an array"
-    names: dict[int, str] = {}
+    named = _letters_by_size(sizes)
+    return "(" + ", ".join(_one(named, size) for size in shape) + ")"
+
+
+def _letters_by_size(sizes: dict[str, int]) -> dict[int, list[str]]:
+    named: dict[int, list[str]] = {}
     for letter, size in sizes.items():
-        names.setdefault(size, letter)
-    return "(" + ", ".join(names.get(size, str(size)) for size in shape) + ")"
+        named.setdefault(size, []).append(letter)
+    return named
+
+
+def _one(named: dict[int, list[str]], size: int) -> str:
+    return named[size][0] if len(named.get(size, [])) == 1 else str(size)
+
+
+def read_back(shape: tuple, want: tuple[str, ...], inputs: frozenset[int], sizes: dict[str, int]) -> str:
+    """A wrong shape in letters where they say what the axis is, else in numbers. An axis of
+    the expected size takes the expected letter; another takes a letter only when exactly one
+    letter has its size, that size was in the call's inputs or is expected here, and (unless the
+    shape is a permutation of the expected one) the letter names no other axis: a size the call
+    made up (4 heads of 3 where K = 6 was expected) is not read as T = 3, nor 4 cached keys as H."""
+    if not shape:
+        return "not an array"
+    named = _letters_by_size(sizes)
+    expected = [sizes[letter] for letter in want]
+    seen = inputs | set(expected)
+    placed = {want[axis] for axis, size in enumerate(shape[: len(want)]) if size == expected[axis]}
+    parts = []
+    for axis, size in enumerate(shape):
+        letter = _one(named, size) if size in seen else str(size)
+        if axis < len(want) and size == expected[axis]:
+            parts.append(want[axis])
+        elif letter in placed and sorted(shape) != sorted(expected):
+            parts.append(str(size))  # (B, H, 4, K), not (B, H, H, K): 4 keys are not H
+        else:
+            parts.append(letter)
+    return "(" + ", ".join(parts) + ")"
 
 
 def traced(module: client.LearnerModule, name: str, *args: Any) -> list[Call]:
@@ -91,47 +127,107 @@ def traced(module: client.LearnerModule, name: str, *args: Any) -> list[Call]:
 
 
 def direct(module: client.LearnerModule, name: str, *args: Any) -> list[Call]:
-    """One call of the lesson's own ``name``, recorded with its result's shape."""
+    """One call of the lesson's own ``name``, recorded with its arguments' and result's shapes."""
+    inputs = [shape_of(arg) for arg in args]
     try:
-        return [{"function": name, "result": [shape_of(getattr(module, name)(*args))]}]
+        result = getattr(module, name)(*args)
     except client.LearnerProblem:
-        return [{"function": name}]
+        return [{"function": name, "args": inputs}]
+    return [{"function": name, "args": inputs, "result": [shape_of(result)]}]
 
 
 def shape_of(value: object) -> list[int] | None:
     return list(value.shape) if isinstance(value, np.ndarray) else None
 
 
-def compare(plan: ShapePlan, calls: list[Call]) -> ShapeTrace:
-    """Line up the recorded calls with the expected points, function by function."""
-    trace = ShapeTrace(sizes=dict(plan.sizes))
-    recorded: dict[str, list[tuple]] = {}
+@dataclass(frozen=True)
+class _Result:
+    """One result of a recorded call: its shape (() when not an array, RAISED when the call
+    raised) and the sizes of the call's input arrays."""
+
+    shape: tuple
+    inputs: frozenset[int]
+
+
+def _results(calls: list[Call]) -> dict[str, list[_Result]]:
+    """The recorded results by function, in call order (a call's results in their order)."""
+    recorded: dict[str, list[_Result]] = {}
     for call in calls:
+        inputs = frozenset(
+            size for shape in call.get("args") or [] if isinstance(shape, list) for size in shape
+        )
         shapes = call["result"] if "result" in call else [RAISED]
         for shape in shapes or [None]:
             value = tuple(shape) if isinstance(shape, (list, tuple)) else ()
-            recorded.setdefault(str(call.get("function")), []).append(value)
-    unmatched = {name: list(shapes) for name, shapes in recorded.items()}
-    for point, function, want in plan.points:
+            recorded.setdefault(str(call.get("function")), []).append(_Result(value, inputs))
+    return recorded
+
+
+def _subjects(plan: ShapePlan) -> list[str]:
+    """What each point's row is about, for the sentence under the table: "k after projection"
+    from the point "q, k, v after projection" and the two rows under it, "after split, 2 of 3"
+    where the point names no variable per row."""
+    groups: list[list[str]] = []
+    for point, _, _ in plan.points:
+        if point or not groups:
+            groups.append([point])
+        else:
+            groups[-1].append(point)
+    subjects = []
+    for group in groups:
+        label, count = group[0], len(group)
+        listed = _LISTED.fullmatch(label)
+        names = listed.group(1).split(", ") if listed else []
+        for row in range(count):
+            if len(names) == count and listed:
+                subjects.append(f"{names[row]} {listed.group(2)}")
+            else:
+                subjects.append(label if count == 1 else f"{label}, {row + 1} of {count}")
+    return subjects
+
+
+_LISTED = re.compile(r"(\w+(?:, \w+)+) (.+)")
+
+
+def compare(plan: ShapePlan, calls: list[Call]) -> ShapeTrace:
+    """Line up the recorded calls with the expected points by function and call order: the
+    n-th point of a function is its n-th recorded result. Only when a function's results so far
+    are all right in another order (v projected before k) are they taken as they come."""
+    trace = ShapeTrace(sizes=dict(plan.sizes))
+    recorded = _results(calls)
+    wanted: dict[str, list[tuple]] = {}
+    for _, function, want in plan.points:
+        wanted.setdefault(function, []).append(tuple(plan.sizes[letter] for letter in want.split()))
+    reordered: dict[str, int] = {}  # function -> how many of its results are right, reordered
+    for function, shapes in wanted.items():
+        got = [r.shape for r in recorded.get(function, [])[: len(shapes)]]
+        if Counter(got) == Counter(shapes[: len(got)]):
+            reordered[function] = len(got)
+    used: dict[str, int] = {}
+    for (point, function, want), subject in zip(plan.points, _subjects(plan), strict=True):
         expected = tuple(plan.sizes[letter] for letter in want.split())
-        named = letters(expected, plan.sizes)
-        left = unmatched.get(function, [])
-        if expected in left:
-            left.remove(expected)
+        named = "(" + ", ".join(want.split()) + ")"
+        index = used[function] = used.get(function, -1) + 1
+        results = recorded.get(function, [])
+        if index < reordered.get(function, 0):
             trace.rows.append((point, function, named, named, True))
         elif function not in recorded:
             trace.rows.append((point, function, named, "not called", True))
-        elif not left:
+        elif index >= len(results):
             trace.rows.append((point, function, named, "not reached", True))
-        elif left[0] == RAISED:
-            left.pop(0)
+        elif results[index].shape == RAISED:
             trace.rows.append((point, function, named, "raised an error", False))
+        elif results[index].shape == expected:
+            trace.rows.append((point, function, named, named, True))
         else:
-            yours = left.pop(0)
-            shown = letters(yours or None, plan.sizes)
+            yours = results[index]
+            shown = read_back(yours.shape, tuple(want.split()), yours.inputs, plan.sizes)
             trace.rows.append((point, function, named, shown, False))
             if not trace.mismatch:
-                trace.mismatch = f"{function} gave {shown} where {named} was expected{_why(yours, expected)}"
+                trace.mismatch = (
+                    f"{function} gave {shown} where {named} was expected ({subject})"
+                    f"{_why(yours.shape, expected)}"
+                )
     return trace
 
 

@@ -148,6 +148,35 @@ def _fmt(values: np.ndarray) -> str:
     )
 
 
+SHOWN_DIFFERENCES = 6  # differing entries listed one a line; the rest are counted
+ROW_WIDTH = 10  # at most this many entries of the row around the first difference
+
+
+def _differences(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray) -> list[str]:
+    """The entries where ``actual`` differs from ``expected`` (a few, each with its position and
+    both values), then the row of the first one in full, or the ROW_WIDTH entries around it:
+    never an elided summary that hides the very entry that is wrong."""
+    if not expected.ndim:
+        return [f"  expected {expected.item()}, got {actual.item()}"]
+    where = np.argwhere(wrong)
+    lines = [
+        f"  at {[int(i) for i in index]}: expected {expected[tuple(index)]}, got {actual[tuple(index)]}"
+        for index in where[:SHOWN_DIFFERENCES]
+    ]
+    if len(where) > SHOWN_DIFFERENCES:
+        lines.append(f"  ... and {len(where) - SHOWN_DIFFERENCES} more")
+    first = tuple(int(i) for i in where[0])
+    width = expected.shape[-1]
+    start = min(max(first[-1] - ROW_WIDTH // 2, 0), max(width - ROW_WIDTH, 0))
+    stop = min(start + ROW_WIDTH, width)
+    columns = ":" if (start, stop) == (0, width) else f"{start}:{stop}"
+    label = "[" + ", ".join([str(i) for i in first[:-1]] + [columns]) + "]"
+    for name, values in (("expected", expected), ("got     ", actual)):
+        row = np.array2string(values[first[:-1]][start:stop], max_line_width=200, threshold=ROW_WIDTH + 1)
+        lines.append(f"  {name}{label} = {row}")
+    return lines
+
+
 def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bool:
     candidate = np.asarray(candidate)
     if candidate.shape != actual.shape or actual.dtype.kind not in "biufc":
@@ -239,11 +268,11 @@ def check_array(
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
         if wrong.any():
-            index = tuple(int(i) for i in np.argwhere(wrong)[0])
             raise named(
-                f"{what} is wrong at {wrong.sum()} of {wrong.size} positions, "
-                f"first at {list(index)}.\n  expected:\n{_fmt(expected)}\n"
-                f"  got:\n{_fmt(actual)}"
+                "\n".join(
+                    [f"{what} is wrong at {wrong.sum()} of {wrong.size} positions:"]
+                    + _differences(actual, expected, wrong)
+                )
             )
         return
     default_rtol, default_atol = tolerances(want_dtype)

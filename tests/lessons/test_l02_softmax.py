@@ -59,8 +59,8 @@ NO_MAX = Mistake(
 NO_MAX_GUARDED = Mistake(
     "no-max-guarded",
     "np.exp(x) was taken without subtracting the maximum first, so it overflowed "
-    "to inf or underflowed to 0 (float64: above x = 709 or below -745; float32: "
-    "already above 88.7 or below -103)",
+    "to inf or underflowed to 0 (float64: above x = 709.8 or below -745.1; float32: "
+    "already above 88.7 or below -103.97)",
 )
 MEAN = Mistake(
     "mean",

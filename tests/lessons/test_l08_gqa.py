@@ -1,4 +1,5 @@
-"""Grading tests for lesson 8 (l08_gqa): kv_head_for_query_head, repeat_kv, grouped_query_attention.
+"""Grading tests for lesson 8 (l08_gqa): kv_head_for_query_head, repeat_kv, grouped_query_attention,
+kv_parameter_saving.
 
 Sizes are all different (B=2, G=3, T=4, S=5, H=6, K=7, so D = H*K = 42) and every key/value head
 serves H // G = 2 query heads, so that the classic mistakes give different numbers instead of
@@ -8,6 +9,11 @@ passing by coincidence: np.tile's head order 0, 1, 2, 0, 1, 2 differs from np.re
 batch element, query head h and position, attend with key/value head h // (H // G)); the
 vectorised `variant` function computes the classic WRONG answers, only to name a mistake when an
 answer matches one of them.
+
+kv_parameter_saving is where the course grades lesson 7's count_parameters with n_kv_heads < n_heads
+(lesson 7 grades multi-head attention only, as grouped-query attention is taught here): every
+check calls kv_parameter_saving first, then the learner's count_parameters through this lesson's
+file (which imports it from lesson 7), and a wrong count is blamed on lesson 7's function.
 """
 
 import math
@@ -23,6 +29,7 @@ from course.engine.testing import (
     Mistake,
     check_array,
     check_not_modified,
+    check_scalar,
     check_tuple,
     exercise,
 )
@@ -840,3 +847,198 @@ class TestGroupedQueryAttention:
             mask,
             what=what,
         )
+
+
+# ---------------------------------------------------------------- kv_parameter_saving
+def count_oracle(d, h, g, bias=True):
+    """Oracle: the parameters of a layer, from the conventions' shapes (w_k, w_v (D, G*K), ...)."""
+    k = d // h
+    shapes = [(d, h * k), (d, g * k), (d, g * k), (h * k, d)]
+    if bias:
+        shapes += [(h * k,), (g * k,), (g * k,), (d,)]
+    return sum(math.prod(shape) for shape in shapes)
+
+
+def saving_oracle(d, h, g, bias=True):
+    return count_oracle(d, h, h, bias) - count_oracle(d, h, g, bias)
+
+
+LESSON_7 = "your count_parameters from lesson 7 (l07_why_heads.py)"
+KV_SQUARE = Mistake(
+    "kv-counted-square",
+    "in your count_parameters (lesson 7), W_K and W_V were counted as D x D (as if n_kv_heads "
+    "were left out), but with G key/value heads they are D x (G*K)",
+)
+KV_WITHOUT_K = Mistake(
+    "kv-counted-without-k",
+    "in your count_parameters (lesson 7), W_K and W_V were counted as D x G instead of D x (G*K)",
+)
+KV_BIASES_D = Mistake(
+    "kv-biases-counted-d",
+    "in your count_parameters (lesson 7), b_k and b_v were counted with D entries each, but they have G*K",
+)
+COUNT_FLOAT = Mistake("float-count", "the count is a float: / was used where // was needed")
+SAVING_REVERSED = Mistake(
+    "saving-reversed",
+    "the saving is the grouped-query count minus the multi-head count: subtract the other way round",
+)
+BIAS_NOT_PASSED = Mistake(
+    "bias-not-passed",
+    "bias was not passed on to count_parameters: both layers must be counted with the bias asked for",
+)
+ONE_OF_K_AND_V = Mistake(
+    "only-one-of-k-and-v",
+    "only one of W_K and W_V (with its bias) was counted as shrinking: both have G*K columns",
+)
+
+
+def gqa_count_mistakes(d, h, g, bias):
+    """Known wrong counts of count_parameters(d, h, n_kv_heads=g, bias=bias), by value."""
+    k, b = d // h, int(bias)
+    right = count_oracle(d, h, g, bias)
+    wrong = {
+        4 * d * d + 4 * d * b: KV_SQUARE,
+        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): KV_WITHOUT_K,
+        2 * d * d + 2 * d * g * k + b * 4 * d: KV_BIASES_D,
+    }
+    return {value: mistake for value, mistake in wrong.items() if value != right}
+
+
+def saving_mistakes(d, h, g, bias):
+    """Known wrong savings (with a right count_parameters), by value."""
+    right = saving_oracle(d, h, g, bias)
+    wrong = {
+        -right: SAVING_REVERSED,
+        saving_oracle(d, h, g, not bias): BIAS_NOT_PASSED,
+        right // 2: ONE_OF_K_AND_V,
+    }
+    return {value: mistake for value, mistake in wrong.items() if value != right}
+
+
+def number(value):
+    return value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def learner_count(lesson, d, h, g, bias):
+    """The learner's count_parameters (lesson 7), called through lesson 8's file, which imports it."""
+    try:
+        if g is None:
+            return lesson.count_parameters(d, h, bias=bias) if not bias else lesson.count_parameters(d, h)
+        if not bias:
+            return lesson.count_parameters(d, h, n_kv_heads=g, bias=False)
+        return lesson.count_parameters(d, h, n_kv_heads=g)
+    except LearnerError as error:
+        if error.kind != "MissingFunction":
+            raise
+    raise AssertionError(
+        "Lesson 8 grades your count_parameters from lesson 7 with n_kv_heads through the "
+        "import at the top of l08_gqa.py, and there is none: put back "
+        "`from l07_why_heads import count_parameters`."
+    )
+
+
+def check_lesson_7_count(lesson, d, h, g, bias, before=""):
+    """count_parameters(d, h, n_kv_heads=g) of lesson 7 is right; a wrong one is blamed there."""
+    what = (
+        f"count_parameters({d}, {h}"
+        + (f", n_kv_heads={g}" if g is not None else "")
+        + (", bias=False" if not bias else "")
+        + ")"
+    )
+    actual = number(learner_count(lesson, d, h, g, bias))
+    expected = count_oracle(d, h, h if g is None else g, bias)
+    intro = f"{before}{LESSON_7[0].upper()}{LESSON_7[1:]}, which kv_parameter_saving builds on: "
+    if isinstance(actual, float) and actual == expected:
+        raise KnownMistake(
+            f"{intro}{what} returned the float {actual!r}; a count is an int. Use // (integer "
+            "division) for K = D // H: / always gives a float.",
+            COUNT_FLOAT,
+        )
+    if is_int(actual) and actual != expected:
+        known = gqa_count_mistakes(d, h, g, bias).get(int(actual)) if g is not None else None
+        gk = (g or h) * (d // h)
+        shapes = f"W_Q and W_O are D x D = {d} x {d}, W_K and W_V D x (G*K) = {d} x {gk}"
+        if bias:
+            shapes += f", b_k and b_v have G*K = {gk} entries"
+        if known:
+            raise KnownMistake(
+                f"{intro}{what} returned {actual}; expected {expected} ({shapes}).\n"
+                f"This looks like a known mistake: {known}.",
+                known,
+            )
+        raise AssertionError(f"{intro}{what} returned {actual}; expected {expected} ({shapes}).")
+    check_scalar(actual, expected, what=f"{intro}{what}")
+    assert is_int(actual), f"{intro}{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
+
+
+def check_saving(lesson, d, h, g, bias=True):
+    what = f"kv_parameter_saving({d}, {h}, {g}" + (", bias=False" if not bias else "") + ")"
+    if bias:
+        actual = number(lesson.kv_parameter_saving(d, h, g))
+    else:
+        actual = number(lesson.kv_parameter_saving(d, h, g, bias=False))
+    expected = saving_oracle(d, h, g, bias)
+    got = f"{what} returned {actual!r}; expected {expected}.\n" if actual != expected else ""
+    check_lesson_7_count(lesson, d, h, None, bias, before=got)  # graded in lesson 7 already
+    check_lesson_7_count(lesson, d, h, g, bias, before=got)
+    if isinstance(actual, float) and actual == expected:
+        raise KnownMistake(f"{what} returned the float {actual!r}; a count is an int.", COUNT_FLOAT)
+    if is_int(actual) and actual != expected:
+        known = saving_mistakes(d, h, g, bias).get(int(actual))
+        explain = (
+            f"count_parameters({d}, {h}) - count_parameters({d}, {h}, n_kv_heads={g})"
+            + (" with bias=False" if not bias else "")
+            + f" = {count_oracle(d, h, h, bias)} - {count_oracle(d, h, g, bias)} = {expected}"
+        )
+        if known:
+            raise KnownMistake(
+                f"{what} returned {actual}; expected {explain}.\nThis looks like a known mistake: {known}.",
+                known,
+            )
+        raise AssertionError(f"{what} returned {actual}; expected {explain}.")
+    check_scalar(actual, expected, what=what)
+    assert is_int(actual), f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
+
+
+@exercise("kv_parameter_saving")
+class TestKvParameterSaving:
+    def test_gqa_saves_the_columns_w_k_and_w_v_lose(self, lesson):
+        # D=16, H=8, G=2, K=2: MHA 4 * 256 + 4 * 16 = 1088; GQA 2 * 256 + 2 * 16*4 + 16 + 4 + 4 + 16
+        # = 680: saves 408 = 2 * 16 * 6 * 2 + 2 * 6 * 2
+        check_saving(lesson, 16, 8, 2)
+
+    def test_multi_query_attention_saves_with_and_without_biases(self, lesson):
+        # D=12, H=4, G=1, K=3: 624 - 390 = 234 with biases, 576 - 360 = 216 without
+        check_saving(lesson, 12, 4, 1)
+        check_saving(lesson, 12, 4, 1, bias=False)
+
+    def test_g_equals_h_saves_nothing(self, lesson):
+        check_saving(lesson, 30, 6, 6)
+
+    def test_llama_2_70b_saves_117_million_parameters_per_layer(self, lesson):
+        # D=8192, H=64, G=8, K=128, no biases: 2 * 8192 * 56 * 128 = 117,440,512
+        check_saving(lesson, 8192, 64, 8, bias=False)
+
+    def test_h_not_divisible_by_g_raises_value_error(self, lesson):
+        example = "n_heads=6 is not divisible by n_kv_heads=4"
+        try:
+            check_raises_value_error(
+                lambda: lesson.kv_parameter_saving(30, 6, 4), "kv_parameter_saving(30, 6, 4)", (6, 4), example
+            )
+        except AssertionError as problem:
+            check_raises_value_error(
+                lambda: learner_count(lesson, 30, 6, 4, True),
+                f"{problem}\n{LESSON_7[0].upper()}{LESSON_7[1:]}: count_parameters(30, 6, n_kv_heads=4)",
+                (6, 4),
+                example,
+            )
+            raise
+
+    @given(k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans())
+    def test_saving_matches_the_parameter_shapes_for_any_sizes(self, lesson, k, g, rep, bias):
+        h = g * rep
+        check_saving(lesson, h * k, h, g, bias)
