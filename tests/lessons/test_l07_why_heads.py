@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from course.engine.client import LearnerError
 from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise
 
-TOL = 1e-3  # largest error allowed at a graded position
+TOL = 1e-9  # largest error allowed at a graded position: SCORE = 50 gives about 1e-21
 FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded
 V, L = 5, 7  # vocab_size, max_len: K = V + L = 12, D = 2 * K = 24
 
@@ -77,6 +77,11 @@ COPIES_WHOLE = Mistake("values-copy-whole-code", "the values copy the whole [tok
 HALVES_SWAPPED = Mistake("halves-swapped", "the halves are swapped")
 SAME_OFFSET = Mistake("same-offset", "both heads look at the same offset")
 TOO_SOFT = Mistake("attention-too-soft", "the attention is too soft: the scores are not far enough apart")
+NO_SQRT_K = Mistake(
+    "query-without-sqrt-k",
+    "the queries lack their sqrt(K) factor: after the 1/sqrt(K) scaling the right key scores "
+    "SCORE / sqrt(K) instead of SCORE",
+)
 
 
 def count_mistakes(d, h, g=None, bias=True):
@@ -313,6 +318,16 @@ def half_candidates(tokens, v, ln):
 HALF_NAMES = ("the first half", "the second half")
 
 
+def _scaled_score(peaks):
+    """The score of the winning key, from the peak weight of the last graded query, whose other
+    keys all score 0: peak = 1 / (1 + n exp(-s)) with n other keys, so s = log(n peak / (1 - peak))."""
+    last = peaks[..., -1].min()  # the last query sees n = T - 1 other keys
+    n_others = FIRST_GRADED + peaks.shape[-1] - 1
+    if not 0 < last < 1:
+        return None
+    return math.log(n_others * last / (1 - last))
+
+
 def explain(out, weights, tokens, v, ln):
     """(sentences that say what is wrong, the mistake or None), from what each half of
     the output holds and from how sharp each head's attention is."""
@@ -376,8 +391,16 @@ def explain(out, weights, tokens, v, ln):
             "offset. Head 1's keys must be shifted by one position, head 2's by two."
         )
     peaks = weights[:, :, FIRST_GRADED:].max(axis=-1)  # (B, H, T-2): each query's largest weight
-    soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-4]
-    if soft:
+    soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-12]
+    if soft and _scaled_score(peaks) is not None and abs(_scaled_score(peaks) - 50 / math.sqrt(k)) < 0.5:
+        mistakes.insert(0, NO_SQRT_K)
+        lines.append(
+            f"The right key scores about {_scaled_score(peaks):.1f} after the 1/sqrt(K) scaling, which "
+            f"is SCORE / sqrt(K) = 50 / sqrt({k}) = {50 / math.sqrt(k):.1f}, not SCORE = 50: the queries "
+            f"lack their sqrt(K) factor. Every other key then keeps exp(-{50 / math.sqrt(k):.1f}) = "
+            f"{math.exp(-50 / math.sqrt(k)):.1g} of the weight, where SCORE = 50 leaves about 2e-22."
+        )
+    elif soft:
         mistakes.append(TOO_SOFT)
         b, h, i = np.unravel_index(int(np.argmin(peaks)), peaks.shape)
         share = float((peaks[:, soft] < 1 - 1e-4).mean())
