@@ -127,3 +127,35 @@ def test_ctrl_c_stops_watching_and_leaves_the_progress_readable(workspace):
 
     state = json.loads((workspace / ".course" / "state.json").read_text())
     assert state["lessons"]["l01_projections"]["status"] == "not-started"
+
+
+def test_ctrl_c_during_a_grading_in_this_process_stops_it_instead_of_being_swallowed():
+    """pytest turns a ^C into an exit code: the runner raises it again, so `course watch` (or
+    a check) stops at the first ^C. The ^C is sent once pytest has collected lesson 11's grading
+    tests, so it lands inside pytest's run."""
+    script = (
+        "import os, signal, sys, threading, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from course.catalog import load_catalog\n"
+        "from course.engine.runner import grade\n"
+        "lesson = load_catalog().resolve('11')\n"
+        "def interrupt_once_pytest_collected():\n"
+        "    while 'test_l11_head_pruning' not in sys.modules:\n"
+        "        time.sleep(0.001)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "threading.Thread(target=interrupt_once_pytest_collected, daemon=True).start()\n"
+        "try:\n"
+        "    grade(lesson, sys.argv[1])\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "else:\n"
+        "    print('graded to the end')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(SOLUTIONS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, COURSE_SERVER="off"),
+    )
+    assert done.stdout.strip().splitlines()[-1:] == ["interrupted"], done.stdout + done.stderr[-2000:]

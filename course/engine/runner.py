@@ -116,6 +116,10 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
             code = pytest.main(_pytest_args(test_file), plugins=[plugin, plugin_module])
+        if code == pytest.ExitCode.INTERRUPTED:
+            # pytest turns a ^C into an exit code; the caller (course watch, a check) must stop.
+            # Learner code runs in the worker, so only a signal to this process gets here.
+            raise KeyboardInterrupt
         return f"pytest exit code {int(code)}. {printed.getvalue()[-1500:]}"
     finally:
         os.chdir(here)
