@@ -1,6 +1,7 @@
 """Capture the course's main screens as plain text and SVG, for the README and for reviewing
 how they read: `course list`, `course next` (a new lesson), `course check` (a classic
-mistake) and `course show N --map` of the research lessons (10 and on) on solved lessons.
+mistake) and `course show N --map` of every lesson whose pictures draw figures (its measured
+results), on solved lessons.
 Screens are built from the same progress and render functions the commands use, on a
 throw-away workspace, 80 columns wide.
 
@@ -21,6 +22,7 @@ from rich.console import Console
 from course import progress, state
 from course import workspace as ws
 from course.catalog import load_catalog
+from course.engine import pictures
 from course.render import maps as render_maps
 from course.render import screens as render
 
@@ -69,7 +71,8 @@ def main(out: Path) -> int:
     for lesson in catalog.available():
         (folder / lesson.file_name).write_text((REPO / "solutions" / lesson.file_name).read_text())
     for lesson in catalog.available():
-        if int(lesson.id) >= 10:  # the research lessons: their pictures are their results
+        drawn = pictures.load(lesson)
+        if drawn is not None and callable(getattr(drawn, "figures", None)):  # results to show
             save(f"show_{lesson.id}", render_maps.maps_screen(progress.attention_maps(session, lesson)), out)
     return 0
 

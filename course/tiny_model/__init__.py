@@ -66,9 +66,8 @@ def make_task(n: int, seed: int, vocab_size: int | None = None, max_len: int | N
     token where it is scored and IGNORE (-1) elsewhere; distance (n,) int64, how far back the
     copied segment's original lies (the copy starts `distance` positions after it).
     """
-    cfg = config() if vocab_size is None or max_len is None else {}
-    V = vocab_size if vocab_size is not None else cfg["vocab_size"]
-    L = max_len if max_len is not None else cfg["max_len"]
+    V = vocab_size if vocab_size is not None else config()["vocab_size"]
+    L = max_len if max_len is not None else config()["max_len"]
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, V, size=(n, L))
     targets = np.full((n, L), IGNORE, dtype=np.int64)
