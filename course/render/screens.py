@@ -167,9 +167,11 @@ def welcome(session: Session) -> RenderableType:
     body = Group(
         Text(
             "You will implement multi-head attention from scratch in numpy, one lesson at a "
-            "time, from a linear projection to grouped-query attention with a KV cache. Every "
-            "lesson is one file with functions to write; the grader tells you within a second "
-            "what is right and what is wrong."
+            "time, from a linear projection to grouped-query attention with a KV cache; then, "
+            "with your own code, you measure what the heads of a small trained transformer do, "
+            "which of them matter, and how attention fits in less memory. Every lesson is one "
+            "file with functions to write; the grader tells you within seconds what is right "
+            "and what is wrong."
         ),
         Text(""),
         Text("The loop", style="bold"),
