@@ -340,3 +340,29 @@ def test_a_folder_that_is_not_the_course_is_a_usage_error(tmp_path):
     done = run_cli("--root", str(tmp_path))
     assert done.exit_code == 2
     assert "not a clone of the course" in " ".join(done.output.split())
+
+
+def test_a_todo_step_or_an_early_hint_that_writes_the_numpy_call_is_reported(repo):
+    solution = repo / "solutions" / "l01_projections.py"
+    text = solution.read_text()
+    at = text.index("    TODO:\n") + len("    TODO:\n")
+    solution.write_text(
+        text[:at] + "      1. Return np.repeat(x, 2, axis=1), then x.reshape(B, T, D).\n" + text[at:]
+    )
+    catalog = repo / "course" / "catalog.toml"
+    text = catalog.read_text()
+    at = text.index("hints = [\n") + len("hints = [\n")
+    catalog.write_text(text[:at] + "    \"Use np.einsum('bi,ij->bj', x, w).\",\n" + text[at:])
+    problems = devcheck.check(repo, grade=False)
+    dictating = [p for p in problems if p.id == "code-in-todo" and p.message.startswith("linear's")]
+    assert [p.file for p in dictating] == ["solutions/l01_projections.py", "course/catalog.toml"]
+    assert "np.repeat(" in dictating[0].message and ".reshape(" in dictating[0].message
+    assert "hint 1" in dictating[1].message and "np.einsum(" in dictating[1].message
+    # The last tier may write the code: the same call there is no problem.
+    catalog.write_text(
+        text.replace(
+            '"Return x @ w when b is None', "\"np.einsum('bi,ij->bj', x, w). Return x @ w when b is None", 1
+        )
+    )
+    after = devcheck.check(repo, grade=False)
+    assert not [p for p in after if p.file == "course/catalog.toml" and p.message.startswith("linear's")]

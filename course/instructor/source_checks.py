@@ -14,6 +14,10 @@ from course.instructor.repository import REPO, Problem, lesson_files, read_catal
 
 WRITE_SKELETONS = "course dev skeletons"
 _TODO_STEP = re.compile(r"^\s*1\.\s+\S", re.MULTILINE)
+# A call of numpy/math/torch (`np.where(`) or a method call (`x.reshape(`, `).sum(`): the code
+# itself, which belongs in the last hint tier. Attributes (`k.T`, `q.shape[-1]`) and the
+# learner's own functions (`softmax(x)`) may be named.
+_CODE_CALL = re.compile(r"\b(?:np|numpy|math|torch)\.[\w.]+\s*\(|[\w)\]]\.[A-Za-z_]\w*\(")
 
 
 def parse_source(root: Path, relative: str, problems: list[Problem]) -> ast.Module | None:
@@ -66,7 +70,25 @@ def todo_problems(lesson: Lesson, solution: ast.Module, where: str) -> list[Prob
                     "numbered TODO steps (a 'TODO:' line, then '1. ...').",
                 )
             )
+        problems += _dictating(exercise.name, "TODO step", todo, where)
+        for tier, hint in enumerate(exercise.hints[:-1], start=1):
+            problems += _dictating(exercise.name, f"hint {tier}", hint, "course/catalog.toml")
     return problems
+
+
+def _dictating(name: str, what: str, text: str, where: str) -> list[Problem]:
+    """A TODO step or an early hint that writes the numpy line says *how* instead of *what*."""
+    calls = sorted({match.group(0) for match in _CODE_CALL.finditer(text)})
+    if not calls:
+        return []
+    return [
+        Problem(
+            "code-in-todo",
+            where,
+            f"{name}'s {what} writes code ({', '.join(calls)}): say what to compute and which "
+            "shapes go in and out; the numpy call belongs in the last hint tier.",
+        )
+    ]
 
 
 def source_problems(root: Path, lesson: Lesson) -> list[Problem]:
