@@ -130,25 +130,29 @@ def decode_step(x_t, cache_k, cache_v, params, n_heads, n_kv_heads):
     grouped_query_attention(x, x, params, H, G, mask=causal_mask(T)).
 
     TODO:
-      1. Unpack the sizes: B, T_new, D = x_t.shape and _, G, S, K = cache_k.shape; H = n_heads.
-         If H % n_kv_heads != 0, or the caches do not have n_kv_heads heads on axis 1, raise a
-         ValueError naming the numbers.
-      2. Project the new tokens only, with linear (lesson 1): q = linear(x_t, w_q, b_q) and the
-         same for k (w_k, b_k) and v (w_v, b_v). The biases are optional: params.get("b_q").
-      3. Split into heads with split_heads (lesson 5): q (B, T_new, H*K) -> (B, H, T_new, K);
-         k and v (B, T_new, G*K) -> (B, G, T_new, K): G heads, not H.
-      4. Append along the positions, axis 2: np.concatenate([cache_k, k], axis=2) gives
-         (B, G, S + T_new, K); the same for v. These are new arrays: never write into the caches
-         passed in (the caller may still need them).
-      5. Repeat the extended caches to H heads with repeat_kv(cache, H // G) (lesson 8), for
-         attention only: the caches you return keep their G heads.
-      6. Build the mask causal_mask(T_new, S + T_new) (lesson 4): new query i sees every cached
-         position and the new positions up to itself, its OWN key and value included. For
-         T_new = 1 it allows everything.
-      7. out, _ = scaled_dot_product_attention(q, k_rep, v_rep, mask) (lesson 3), with the default
-         scale 1/sqrt(K): (B, H, T_new, K).
-      8. merge_heads (lesson 5): (B, H, T_new, K) -> (B, T_new, H*K), then linear with w_o, b_o:
-         -> (B, T_new, D).
-      9. Return (out_t, new cache_k, new cache_v), in that order.
+      1. Read the sizes: B, T_new, D from x_t and G, S, K from cache_k; H = n_heads. If
+         n_kv_heads does not divide H, or a cache is not 4-D with B and n_kv_heads on its first
+         two axes, raise a ValueError naming the numbers.
+      2. Project the new tokens only, with your linear (lesson 1), adding each bias only when
+         params has it: q with w_q -> (B, T_new, H*K); k and v with w_k and w_v
+         -> (B, T_new, G*K). The S cached positions are never projected again.
+      3. Split into heads with your split_heads (lesson 5): q into H heads (B, H, T_new, K);
+         k and v into G heads (B, G, T_new, K), not H.
+      4. Append the new keys after the cached ones along the positions, axis 2:
+         (B, G, S, K) and (B, G, T_new, K) -> (B, G, S + T_new, K); the same for the values.
+         Build new arrays: never write into the caches passed in (the caller may still need
+         them, to branch from an old cache).
+      5. Repeat the extended caches to H heads with your repeat_kv (lesson 8), H // G copies of
+         each head, for the attention only: (B, G, S + T_new, K) -> (B, H, S + T_new, K). The
+         caches you return keep their G heads: storing the copies would spend the memory GQA
+         saves.
+      6. The mask is your causal_mask(T_new, S + T_new) (lesson 4), aligned bottom-right: new
+         query i sees every cached position and the new positions up to itself, its OWN key and
+         value included (so append BEFORE attending). For T_new = 1 it allows everything.
+      7. Attend with your scaled_dot_product_attention (lesson 3) and its default scale
+         1/sqrt(K): the heads' outputs (B, H, T_new, K); the weights are not needed.
+      8. Merge the heads with merge_heads (lesson 5), (B, H, T_new, K) -> (B, T_new, H*K), then
+         project with w_o and b_o -> (B, T_new, D).
+      9. Return (out_t, the extended cache_k, the extended cache_v), in that order.
     """
     raise NotImplementedError

@@ -157,16 +157,17 @@ def head_confidence(weights):
 
     TODO:
       1. If weights has fewer than 3 axes, raise a ValueError that says it needs (..., H, T, S).
-         Read H = weights.shape[-3].
+         H is the size of the third axis from the end.
       2. Each row's largest weight: the maximum over the keys, the last axis S -> (..., H, T).
       3. Which rows count: a row counts when at least one of its weights is not 0 -> (..., H, T)
-         booleans.
+         booleans. A fully masked row has no largest weight: leave it out, do not count it as 0.
       4. Pool the rows per head: move the head axis to the front of both arrays and flatten the
-         rest, (..., H, T) -> (H, N) with N = (product of the leading sizes) * T.
+         rest, (..., H, T) -> (H, N) with N = (product of the leading sizes) * T. One mean over
+         all N rows, not a mean per sequence averaged afterwards.
       5. Per head, the number of rows that count, and the sum of their largest weights (a row
-         that does not count adds 0).
-      6. Return sum / count as (H,) float64, NaN where the count is 0 (without dividing by 0,
-         which would warn).
+         that does not count adds 0): two (H,) arrays.
+      6. Return sum / count as (H,) float64, NaN where the count is 0, without dividing by 0
+         (which would warn).
     """
     raise NotImplementedError
 
@@ -184,16 +185,20 @@ def relative_position_share(weights, offset):
     rows against S = 5 keys and offset -1, row 0 targets key 2 and row 1 key 3.
 
     TODO:
-      1. Raise a ValueError if weights has fewer than 3 axes. Unpack H, T, S from the last three.
-      2. The target key of every row: j = i + (S - T) + offset for i = 0 .. T-1 -> (T,) ints,
-         and which targets lie inside 0 .. S-1 -> (T,) booleans.
-      3. Each row's FIRST largest weight: np.argmax over the keys gives the first of equal
-         maxima -> (..., H, T) ints.
+      1. Raise a ValueError if weights has fewer than 3 axes. H, T, S are the last three sizes.
+      2. The target key of every row: j = i + (S - T) + offset for i = 0 .. T-1 -> (T,) ints
+         (queries aligned bottom-right, as lesson 4's causal_mask), and which targets lie inside
+         0 .. S-1 -> (T,) booleans.
+      3. Each row's FIRST largest weight: the index, over the keys, of the row's maximum, the
+         first one when several weights are equal -> (..., H, T) ints. (A row spread evenly
+         counts for its first key only.)
       4. A row counts when it is not all zero AND its target lies inside; it is a hit when it
-         counts and its argmax equals its target. Both (..., H, T), the (T,) arrays broadcast.
+         counts and its first largest weight sits at its target. Both (..., H, T) booleans: the
+         (T,) arrays broadcast against them.
       5. Pool per head as in head_confidence: move the head axis to the front, flatten the rest
-         -> (H, N); count the hits and the rows that count.
-      6. Return hits / counts as (H,) float64, NaN where no row counts.
+         -> (H, N); count the hits and the rows that count, (H,) each.
+      6. Return hits / counts as (H,) float64, NaN where no row counts (not 0: nothing was
+         measured).
     """
     raise NotImplementedError
 
@@ -212,14 +217,17 @@ def classify_heads(weights, offsets=OFFSETS, positional=POSITIONAL, confident=CO
                 "diffuse". NaN is never >= a threshold.
 
     TODO:
-      1. shares = [relative_position_share(weights, o) for o in offsets], each (H,), and
-         confidence = head_confidence(weights), (H,).
+      1. Measure once, before deciding: each offset's share with your relative_position_share,
+         one (H,) array per offset in offsets, and the confidence with your head_confidence,
+         (H,).
       2. For each head h: the offsets whose share at h is >= positional (>=, not >: Voita et al.
          say "at least 90%"). If there are any, the role is "positional o" for the one with the
-         largest share; keep the first in offsets when two are equal (a strict > when comparing
-         shares does that).
-      3. Else the role is "content" when confidence[h] >= confident, else "diffuse".
-      4. Return the H roles as a list of Python str, head 0 first.
+         largest share; keep the first in offsets when two are equal (replace the best so far
+         only when a share is strictly larger).
+      3. Else the role is "content" when the confidence of h is >= confident, else "diffuse".
+         A NaN share or confidence is never >= a threshold, so it falls through.
+      4. Return the H roles as a list of Python str, head 0 first, the offset written as a plain
+         int ("positional -1").
     """
     raise NotImplementedError
 
@@ -235,15 +243,14 @@ def tiny_model_weights(model, tokens, n_heads):
     returns  (n_layers, B, H, T, T) float64: layer l's causal self-attention weights
 
     TODO:
-      1. Unpack B, T = tokens.shape. The input of layer 0 is the token embedding of every token
-         plus the position embedding of every position: tok_emb[tokens] (B, T, D) plus
-         pos_emb[:T] (T, D), which broadcasts over B.
+      1. The input of layer 0: for every token its row of tok_emb, (B, T) -> (B, T, D), plus
+         the first T rows of pos_emb, (T, D), one per position, which broadcast over B.
       2. For each layer's params, in order: run your multi_head_attention (lesson 6) as causal
          self-attention, queries, keys and values all from x, under your causal_mask of T
          positions (lesson 4). It returns the layer's output (B, T, D) and its weights
          (B, H, T, T): keep the weights.
-      3. The next layer reads x + out (the residual stream), not out alone, and not the
-         embeddings again.
+      3. The next layer reads x plus the layer's output (the residual stream), not the output
+         alone, and not the embeddings again.
       4. Stack the kept weights on a new first axis -> (n_layers, B, H, T, T).
     """
     raise NotImplementedError
@@ -261,9 +268,10 @@ def model_head_roles(model, tokens, n_heads, last=None):
     T != S, and relative_position_share must align them bottom-right to find the same roles.
 
     TODO:
-      1. weights = tiny_model_weights(model, tokens, n_heads): (n_layers, B, H, T, T).
-      2. If last is not None, keep only the last `last` query rows: the T axis, the second to
-         last -> (n_layers, B, H, last, T).
+      1. Every layer's weights with your tiny_model_weights: (n_layers, B, H, T, T).
+      2. If last is not None, keep only the last `last` query rows, on the T axis (the second to
+         last) and all T keys -> (n_layers, B, H, last, T). Your relative_position_share then
+         aligns them bottom-right.
       3. Classify each layer's weights (B, H, T or last, T) with your classify_heads and its
          default thresholds; return the n_layers lists of roles, in layer order, as a list.
     """

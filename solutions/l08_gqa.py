@@ -98,12 +98,12 @@ def kv_head_for_query_head(n_heads, n_kv_heads):
     raises      ValueError naming both numbers when G does not divide H
 
     TODO:
-      1. If n_heads % n_kv_heads is not 0, raise a ValueError that names both numbers, e.g.
-         ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}").
-      2. The group size, the number of query heads per key/value head, is n_heads // n_kv_heads.
-      3. Return np.arange(n_heads) // group. Use `//`: the result indexes arrays, so it must stay
-         integer. (Not np.arange(n_heads) % n_kv_heads: that deals the heads out in turn,
-         0, 1, 2, 0, 1, 2, instead of grouping consecutive ones.)
+      1. If G does not divide H, raise a ValueError whose message names both numbers, e.g.
+         "n_heads=6 is not divisible by n_kv_heads=4": the heads cannot be grouped evenly.
+      2. The group size r = H // G: how many consecutive query heads share one key/value head.
+      3. Return, for every query head i = 0 .. H-1, its group i // r: an integer array (H,).
+         Keep it integer (floor division, not `/`): the result indexes arrays. (Not i % G: that
+         deals the heads out in turn, 0, 1, 2, 0, 1, 2, instead of grouping consecutive ones.)
     """
     ### BEGIN SOLUTION
     # The query heads are cut into G groups of H // G consecutive heads, group g using key/value
@@ -130,10 +130,13 @@ def repeat_kv(x, n_rep):
     returns (B, G*n_rep, S, K) where out[:, h] == x[:, h // n_rep]
 
     TODO:
-      1. Unpack B, G, S, K = x.shape (handy to check your shapes).
-      2. Return np.repeat(x, n_rep, axis=1): (B, G, S, K) -> (B, G*n_rep, S, K). Give the axis:
-         without it np.repeat flattens the array, and axis 1 is the heads.
-         Not np.tile(x, (1, n_rep, 1, 1)): it repeats the whole block of heads, 0, 1, 0, 1.
+      1. Read the sizes: x is (B, G, S, K), and the result has G*n_rep heads.
+      2. Return a new array (B, G*n_rep, S, K) in which each head of x appears n_rep times in a
+         row along the head axis, axis 1: heads 0, 0, 1, 1, 2, 2 for n_rep = 2, so that
+         out[:, h] is x[:, h // n_rep], the map of kv_head_for_query_head.
+         Pitfalls: np.repeat without an axis flattens the whole array, and axis 1 is the heads;
+         np.tile repeats the whole block of heads, 0, 1, 2, 0, 1, 2: the same shape and the wrong
+         pairing, which runs without complaint.
     """
     ### BEGIN SOLUTION
     # np.repeat copies each entry along the given axis n_rep times before moving on to the next,
@@ -162,20 +165,27 @@ def grouped_query_attention(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
     raises ValueError naming the numbers when G does not divide H or H does not divide D
 
     TODO:
-      1. Unpack B, T, D = x_q.shape and S = x_kv.shape[1]; call H = n_heads, G = n_kv_heads.
-      2. Check the sizes before computing anything: if H % G, raise
-         ValueError(f"n_heads={H} is not divisible by n_kv_heads={G}"); if D % H, raise a
-         ValueError naming D and H the same way. n_rep = H // G (not G // H).
-      3. Project as in lesson 6, with linear and params.get("b_q") etc. (None when absent):
-         q from x_q with w_q -> (B, T, H*K); k and v from x_kv with w_k, w_v -> (B, S, G*K).
-      4. split_heads: q into H heads (B, H, T, K); k and v into G heads (B, G, S, K).
-      5. Repeat BOTH k and v with repeat_kv(..., n_rep): (B, G, S, K) -> (B, H, S, K).
-      6. If a mask is given, broadcast it to (B, T, S) and give it a head axis: mask[:, None] is
-         (B, 1, T, S), the same for every head.
-      7. heads, weights = scaled_dot_product_attention(q, k, v, mask): its default scale is
-         1/sqrt(K), K = q.shape[-1], the head width, which is right here (not D, not G*K).
-         The weights are (B, H, T, S): keep one map per query head.
-      8. merge_heads(heads) -> (B, T, H*K), then linear with w_o and b_o -> (B, T, D).
+      1. Read the sizes: B, T, D from x_q and S from x_kv; call H = n_heads, G = n_kv_heads.
+      2. Check the sizes before computing anything: if G does not divide H, raise a ValueError
+         naming both ("n_heads=6 is not divisible by n_kv_heads=4"); if H does not divide D,
+         one naming D and H the same way. Each key/value head serves n_rep = H // G query heads
+         (not G // H).
+      3. Project as in lesson 6 with your linear, adding each bias only when params has it (an
+         absent or None bias is not added): q from x_q with w_q -> (B, T, H*K); k and v from
+         x_kv with w_k and w_v -> (B, S, G*K), narrower than q.
+      4. Split with your split_heads: q into H heads (B, H, T, K); k and v into G heads
+         (B, G, S, K).
+      5. Repeat BOTH k and v with your repeat_kv, n_rep copies of each head:
+         (B, G, S, K) -> (B, H, S, K).
+      6. If a mask is given, broadcast it to (B, T, S), then give it a head axis of size 1 after
+         the batch axis: (B, 1, T, S), the same mask for every head. Passed as (B, T, S), its
+         batch axis would line up with the heads.
+      7. Attend with your scaled_dot_product_attention on q, the repeated k and v, and the mask:
+         its default scale 1/sqrt(K), K = q.shape[-1] the head width, is right here (not D,
+         not G*K). It gives heads (B, H, T, K) and weights (B, H, T, S): keep one map per
+         query head.
+      8. Merge the heads with your merge_heads, (B, H, T, K) -> (B, T, H*K), then project with
+         w_o and b_o: (B, T, H*K) -> (B, T, D).
       9. Return (out, weights).
     """
     ### BEGIN SOLUTION

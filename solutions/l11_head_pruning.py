@@ -164,15 +164,17 @@ def masked_multi_head_attention(x_q, x_kv, params, n_heads, head_mask, mask=None
 
     TODO:
       1. Do what lesson 6's multi_head_attention does up to the heads: project with linear
-         (q from x_q, k and v from x_kv), split_heads into (B, H, T, K) and (B, H, S, K), give the
-         mask its head axis ((B, T, S) first, then (B, 1, T, S)), and run
-         scaled_dot_product_attention: heads (B, H, T, K), weights (B, H, T, S).
-      2. Make head_mask an array of the heads' dtype (so float32 stays float32) and give it the
-         shape (1, H, 1, 1), so that it lines up with the head axis of (B, H, T, K).
+         (q from x_q, k and v from x_kv, each bias only when params has it), split_heads into
+         (B, H, T, K) and (B, H, S, K), give the mask its head axis ((B, T, S) first, then
+         (B, 1, T, S)), and run scaled_dot_product_attention: heads (B, H, T, K), weights
+         (B, H, T, S).
+      2. Make head_mask (H,) an array of the heads' dtype (so float32 stays float32) shaped
+         (1, H, 1, 1), so that it lines up with the head axis of (B, H, T, K). Left as (H,),
+         broadcasting would line it up with K, the last axis.
       3. Multiply the heads by it: head h's (B, T, K) output times xi_h.
       4. merge_heads: (B, H, T, K) -> (B, T, H*K), then linear with w_o and b_o: (B, T, D).
          b_o is added unscaled: it is no head's.
-      5. Return (out, weights): the weights as the softmax made them.
+      5. Return (out, weights): the weights as the softmax made them, not multiplied by xi.
     """
     ### BEGIN SOLUTION
     # Everything up to the heads is lesson 6. The mask xi multiplies each head's output, the
@@ -214,14 +216,17 @@ def model_forward(model, tokens, head_masks=None, n_heads=N_HEADS):
       weights a list of n_layers arrays (B, H, T, T), layer 0 first
 
     TODO:
-      1. The embeddings: x = tok_emb[tokens] + pos_emb[:T]: (B, T) -> (B, T, D). Row t of
-         pos_emb is position t.
-      2. If head_masks is None, use ones of shape (n_layers, H).
-      3. The causal mask of lesson 4, causal_mask(T): (T, T), query i sees keys 0 .. i.
-      4. For each layer l, in order: out, w = masked_multi_head_attention(x, x, params,
-         n_heads, head_masks[l], mask); then x = x + out (the residual: the layer ADDS to x).
-         Keep every layer's w in a list.
-      5. logits = x @ unembed + b_unembed (linear does it): (B, T, D) -> (B, T, V).
+      1. The embeddings: for every token its row of tok_emb, plus the row of pos_emb of its
+         position (row t is position t): (B, T) -> (B, T, D).
+      2. If head_masks is None, use ones, (n_layers, H): every head kept.
+      3. The causal mask of lesson 4 for T positions: (T, T), query i sees keys 0 .. i, the
+         same for every layer.
+      4. For each layer l, in order: your masked_multi_head_attention as self-attention
+         (queries, keys and values all from x) with row l of head_masks and the causal mask;
+         then x becomes x plus the layer's output (the residual: the layer ADDS to x, it does
+         not replace it). Keep every layer's weights in a list.
+      5. The unembedding: x times unembed plus b_unembed (your linear does it):
+         (B, T, D) -> (B, T, V).
       6. Return (logits, the list of weights).
     """
     ### BEGIN SOLUTION
@@ -253,14 +258,15 @@ def sequence_losses(logits, targets):
     returns (B,): for sequence b, the mean over the scored t of -log softmax(logits[b, t])[target]
 
     TODO:
-      1. A stable log-softmax over the vocabulary (the last axis): subtract each row's maximum m,
-         then log_probs = z - m - log(sum(exp(z - m))). Never exp the raw logits: exp(1000) is inf.
-      2. scored = targets != -1, (B, T). A target of -1 is not a token: as an index it would pick
-         the LAST entry of the vocabulary. Replace it (by 0, say) before indexing, and count only
-         the scored positions.
-      3. Pick each position's log-probability of its target: (B, T, V) -> (B, T)
-         (np.take_along_axis, or indexing with aranges).
-      4. Per sequence: minus the sum over the scored positions divided by their number, (B,).
+      1. A stable log-softmax over the vocabulary (the last axis): with m each row's maximum,
+         log_probs = z - m - log(sum over the vocabulary of exp(z - m)), (B, T, V). Never
+         exponentiate the raw logits: exp(1000) is inf.
+      2. Which positions are scored: targets != -1, (B, T) booleans. A target of -1 is not a
+         token: as an index it would pick the LAST entry of the vocabulary. Replace it (by 0,
+         say) before indexing, and count only the scored positions.
+      3. Each position's log-probability of its own target: (B, T, V) -> (B, T), one entry of
+         the vocabulary axis per position.
+      4. Per sequence: minus the sum over its scored positions divided by their number, (B,).
          Not the mean over all T positions, not one mean pooled over the whole batch.
     """
     ### BEGIN SOLUTION
@@ -292,11 +298,13 @@ def ablation_importance(model, tokens, targets, n_heads=N_HEADS):
     a negative accuracy change.
 
     TODO:
-      1. The full model: logits from model_forward(model, tokens, None, n_heads); its loss (the
-         mean of sequence_losses) and its scored_accuracy.
-      2. For every layer l and head h: head masks of ones (n_layers, H) with a single 0 at [l, h];
-         the loss and accuracy of that forward pass, minus the full model's.
-      3. Return (loss_change, accuracy_change), both (n_layers, H), row l for layer l.
+      1. The full model: its logits from your model_forward with no head masks; its loss (the
+         mean over the sequences of sequence_losses) and its scored_accuracy.
+      2. For every layer l and head h: head masks of ones (n_layers, H) with a single 0 at
+         [l, h] (that head removed alone, every other kept); the loss and accuracy of that
+         forward pass, minus the full model's.
+      3. Return (loss_change, accuracy_change), both (n_layers, H), row l for layer l. Removed
+         minus full: a head the model needs has a positive loss change.
     """
     ### BEGIN SOLUTION
     # One forward pass per head, with that head's mask entry 0 and every other 1: a head removed
@@ -334,9 +342,12 @@ def head_importance(model, tokens, targets, eps=1e-3, n_heads=N_HEADS):
       3. The derivative of each sequence's loss by central differences:
          (L_plus - L_minus) / (2 eps), (B,). Not (L_plus - L_full) / eps: one-sided, it errs
          by about eps / 2 times the curvature.
-      4. I[l, h] = the mean over the sequences of the ABSOLUTE derivatives: abs first, then mean.
+      4. I[l, h] = the mean over the sequences of the ABSOLUTE derivatives: abs first, then
+         the mean (the mean first would let a head that helps some sequences and hurts others
+         cancel out).
       5. Normalise each layer: divide row l by its l2 norm, sqrt(sum over h of I[l, h]^2).
-         A row whose norm is 0 stays 0 (no NaN).
+         Not by the sum, not by one norm over the whole model. A row whose norm is 0 stays 0
+         (no NaN).
     """
     ### BEGIN SOLUTION
     # Central differences: the curvature terms of L(1 + eps) and L(1 - eps) cancel, leaving an
@@ -375,14 +386,17 @@ def pruning_curve(model, tokens, targets, importance):
                  k = 0 (the full model) .. N (every head removed)
 
     TODO:
-      1. n_layers, H = importance.shape. Order the N heads by ascending importance, ties by
-         (layer, head): a STABLE sort of the flattened scores does it, since row-major
-         flattening puts (layer, head) at index layer * H + head.
-      2. Turn each flat index i back into (layer, head) = divmod(i, H): order (N, 2).
+      1. N = n_layers * H heads, read from importance's shape. Order them by ascending
+         importance (the least important goes first), ties lower layer first, then lower head.
+         Flattening the scores row by row numbers head (layer, head) layer * H + head, so a sort
+         that keeps equal scores in their original order (a stable sort) gives those ties.
+      2. Turn each flat index i back into its (layer, head): the quotient and the remainder of
+         i by H -> order, (N, 2) ints.
       3. Start from head masks of ones (n_layers, H). Record the full model's accuracy, then for
          each (layer, head) of order, in turn: set that mask entry to 0 (heads removed earlier
-         stay removed) and record the accuracy of model_forward(..., masks, H).
-      4. Return (order, accuracies) with accuracies of length N + 1.
+         stay removed) and record the scored_accuracy of your model_forward with those masks.
+      4. Return (order, accuracies), accuracies (N + 1,): the full model first, the model with
+         no head left last.
     """
     ### BEGIN SOLUTION
     # Ascending: the least important head goes first. argsort(kind="stable") keeps equal scores

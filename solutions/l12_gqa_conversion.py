@@ -114,15 +114,16 @@ def mean_pool_kv_heads(params, n_heads, n_kv_heads):
                 not H*K wide (K = w_q.shape[1] // H)
 
     TODO:
-      1. Check the sizes first: G >= 1, H % G == 0, and w_k and w_v have H*K columns with
-         K = w_q.shape[1] // H. Raise a ValueError naming the numbers otherwise, e.g.
-         ValueError(f"n_heads={H} is not divisible by n_kv_heads={G}").
-      2. Start the result as a copy of every entry of params (np.copy of each array; a value
-         that is not an array, such as None, as it is). Copies, not the same arrays: a caller
-         who updates the result in place must not change params.
+      1. Check the sizes first: G >= 1, G divides H, and w_k and w_v have H*K columns with K the
+         width of w_q divided by H. Raise a ValueError naming the numbers otherwise, e.g.
+         "n_heads=6 is not divisible by n_kv_heads=4".
+      2. Start the result as a copy of every entry of params: a new copy of each array, a value
+         that is not an array (such as None) as it is. Copies, not the same arrays nor views of
+         them: a caller who updates the result in place must not change params.
       3. For w_k and w_v, (D, H*K): view the columns as (D, G, r, K), group by group (head h is
-         column block h, and heads g*r .. g*r + r - 1 are group g), average over the r axis ->
-         (D, G, K), and flatten back to (D, G*K).
+         column block h, and heads g*r .. g*r + r - 1 are group g), average over the r axis
+         -> (D, G, K), and flatten back to (D, G*K). Not (D, r, G, K): that groups heads
+         g, g + G, ... (h % G), which lesson 8's attention does not use.
       4. For b_k and b_v, when present and not None, (H*K,): the same with (G, r, K) -> (G*K,).
       5. Return the new dict. W_Q, W_O and their biases are not pooled: the H query heads stay.
     """
@@ -170,13 +171,14 @@ def select_kv_heads(params, n_heads, n_kv_heads, picks):
     raises      ValueError as mean_pool_kv_heads, and when picks is not G integers in 0 .. r - 1
 
     TODO:
-      1. Check the sizes as in mean_pool_kv_heads, and that picks has G entries, each in
-         0 .. r - 1 (else ValueError naming the numbers).
+      1. Check the sizes as in mean_pool_kv_heads, and that picks has G entries, integers each
+         in 0 .. r - 1 (else a ValueError naming the numbers).
       2. Copy every entry of params, as in mean_pool_kv_heads.
-      3. The kept heads are heads = g*r + picks[g] for g = 0 .. G-1, an integer array (G,).
+      3. The kept heads: head g*r + picks[g] for g = 0 .. G-1, an integer array (G,).
       4. For w_k and w_v: view the columns as (D, H, K), take the kept heads on the H axis
          -> (D, G, K), flatten to (D, G*K). For b_k and b_v (when present): (H, K) -> (G, K)
-         -> (G*K,). Make sure the result is a new array, not a view of params.
+         -> (G*K,). The same kept heads for all four: a head's key and value belong together.
+         Make sure the result is a new array, not a view of params.
       5. Return the new dict.
     """
     ### BEGIN SOLUTION
@@ -223,7 +225,8 @@ def first_head_kv_heads(params, n_heads, n_kv_heads):
     params, n_heads, n_kv_heads, returns and raises: as mean_pool_kv_heads.
 
     TODO:
-      1. Return select_kv_heads with picks = G zeros (integers): head g*r of each group.
+      1. Return what your select_kv_heads makes of picks = G zeros, as integers (not floats):
+         head g*r, the first of each group.
     """
     ### BEGIN SOLUTION
     return select_kv_heads(params, n_heads, n_kv_heads, np.zeros(max(n_kv_heads, 0), dtype=np.int64))
@@ -237,10 +240,12 @@ def random_head_kv_heads(params, n_heads, n_kv_heads, seed):
     seed:   an int; the picks are np.random.default_rng(seed).integers(0, r, size=G)
 
     TODO:
-      1. Check G as in mean_pool_kv_heads (G >= 1 and G divides H) before drawing: r = H // G.
-      2. Draw picks = np.random.default_rng(seed).integers(0, r, size=G): a fresh generator
-         from the seed, so the same seed always picks the same heads.
-      3. Return select_kv_heads(params, n_heads, n_kv_heads, picks).
+      1. Check G as in mean_pool_kv_heads (G >= 1 and G divides H) before drawing: r = H // G
+         must exist.
+      2. Draw the G picks as specified above: from a generator of its own, made from the seed,
+         so that the same seed always keeps the same heads whatever ran before (numpy's global
+         random state would depend on that). One draw of G integers in 0 .. r - 1.
+      3. Return what your select_kv_heads makes of those picks.
     """
     ### BEGIN SOLUTION
     # A generator of its own, seeded here: the global np.random state would make the answer
@@ -292,8 +297,8 @@ def convert_model(model, n_heads, n_kv_heads, method="mean", seed=0):
          names it.
       2. Convert layer i with the method's function; for "random" pass seed + i, so that the
          layers do not all keep the same positions of their groups.
-      3. Return a new dict: every entry of model except "layers" copied (np.copy), and
-         "layers" the list of converted layers.
+      3. Return a new dict: every entry of model except "layers" as a new copy of its array,
+         and "layers" the list of converted layers, in order.
     """
     ### BEGIN SOLUTION
     # The embeddings and the unembedding are not touched by the conversion, but they are copied
@@ -330,12 +335,13 @@ def gqa_model_forward(model, tokens, n_heads, n_kv_heads):
     every layer x = x + attention(x), causal self-attention, then logits = x @ unembed + b_unembed.
 
     TODO:
-      1. Embed: look up the token embeddings, tok_emb[tokens] (B, T, D), and add the position
-         embeddings of the first T positions, pos_emb[:T] (T, D).
-      2. Build the causal mask of T positions with causal_mask (lesson 4): (T, T).
-      3. For every layer in order: out, _ = grouped_query_attention(x, x, params, H, G, mask)
-         (lesson 8), then the residual x = x + out: (B, T, D).
-      4. Unembed: x @ unembed + b_unembed -> (B, T, V).
+      1. Embed: for every token its row of tok_emb, (B, T) -> (B, T, D), plus the first T rows
+         of pos_emb, (T, D), one per position.
+      2. The causal mask of T positions, your causal_mask (lesson 4): (T, T).
+      3. For every layer in order: your grouped_query_attention (lesson 8) as self-attention,
+         queries, keys and values all from x, with H query heads, G key/value heads and the
+         mask; then the residual: x becomes x plus its output, (B, T, D).
+      4. Unembed: x @ unembed + b_unembed, (B, T, D) -> (B, T, V).
     """
     ### BEGIN SOLUTION
     # Self-attention: the queries, keys and values all come from x. The residual connection adds
@@ -386,13 +392,16 @@ def conversion_table(
     Row i is methods[i], column j is kv_head_counts[j].
 
     TODO:
-      1. The reference: the MHA model's logits, gqa_model_forward(model, tokens, H, H).
-      2. For each method i and each G (column j): convert the model (convert_model with
+      1. The reference: the MHA model's logits through your own code, gqa_model_forward with
+         G = H.
+      2. For each method i and each G (column j): convert the model (convert_model with the
          method and seed), run gqa_model_forward with G key/value heads, and fill
-         relative_error[i, j] (np.linalg.norm of the difference over the norm of the
-         reference), and loss[i, j], accuracy[i, j] from loss_and_accuracy.
-      3. cache_bytes[j] = kv_cache_bytes(1, T, n_layers, G, K) with the default 2 bytes per
-         value; n_layers = len(model["layers"]), K = w_q's width // H.
+         relative_error[i, j] (the Frobenius norm of the difference from the reference, over
+         all B*T*V numbers, divided by the reference's norm, not the converted model's), and
+         loss[i, j], accuracy[i, j] from loss_and_accuracy.
+      3. cache_bytes[j]: your kv_cache_bytes (lesson 9) for one sequence of T positions,
+         n_layers = the number of layers, G key/value heads of width K = w_q's width // H, and
+         the default 2 bytes per value.
       4. Return the dict of the four arrays.
     """
     ### BEGIN SOLUTION

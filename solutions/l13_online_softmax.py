@@ -120,18 +120,21 @@ def online_softmax(x, block_size=64):
     all -inf gives zeros
 
     TODO:
-      1. check_block_size(block_size) (given above): it raises the ValueError for you.
-      2. Start the running maximum m at -inf and the running sum denom at 0, both (..., 1) in x's
-         dtype (np.full and np.zeros with dtype=x.dtype).
-      3. For start = 0, block_size, 2 * block_size, ... while start < S: the block is
-         x[..., start:start + block_size], (..., b) with b <= block_size. The last block may be
-         shorter; it must not be dropped.
-      4. m_new = the larger of m and the block's maximum (keepdims=True): (..., 1).
+      1. Check block_size with check_block_size (given above): it raises the ValueError for you.
+         S is the size of the last axis.
+      2. Start the running maximum m at -inf and the running sum denom at 0, one each per row,
+         (..., 1) with the last axis kept, in x's dtype (so float32 stays float32).
+      3. Visit the blocks in order: positions start .. start + block_size - 1 of the last axis,
+         for start = 0, block_size, 2 * block_size, ... while start < S, each block (..., b)
+         with b <= block_size. The last block may be shorter; it must not be dropped.
+      4. m_new = the larger of m and the block's row maximum, (..., 1).
       5. As in lesson 2, subtract 0 where m_new is not finite (a row that is -inf so far):
-         call it m_safe.
-      6. denom = denom * exp(m - m_safe) + the sum over the block of exp(block - m_safe): the old sum
-         is rescaled to the new maximum. Then m = m_new.
-      7. After the loop: exp(x - m_safe) / denom where denom > 0, and 0 elsewhere (as in lesson 2).
+         call what you subtract m_safe, (..., 1).
+      6. denom = denom * exp(m - m_safe) + the sum over the block of exp(block - m_safe): the
+         old sum was measured against the old maximum and must be rescaled to the new one.
+         Then m = m_new.
+      7. After the loop: exp(x - m_safe) / denom where denom > 0, and 0 elsewhere (a row of all
+         -inf, as in lesson 2), without dividing by 0: (..., S), x's shape and dtype.
     """
     ### BEGIN SOLUTION
     # One pass finds the maximum and the sum together. The sum is always kept relative to the
@@ -171,23 +174,28 @@ def online_softmax_attention(q, k, v, mask=None, scale=None, block_size=64):
     (..., T, block_size) and (..., T, Kv) arrays, whatever S is.
 
     TODO:
-      1. check_block_size(block_size); K = q.shape[-1], S = k.shape[-2], Kv = v.shape[-1]; the
-         scale as in lesson 3 (1 / math.sqrt(K) when None, else float(scale)).
-      2. The leading axes of the result: np.broadcast_shapes of the leading axes of q, k, v
-         (and of the mask's, which may have more). If a mask is given, make it a boolean view
-         of shape (..., T, S) with np.broadcast_to: a view costs no memory.
-      3. Start, per query: m at -inf and denom at 0, both (..., T, 1); o at 0, (..., T, Kv). All in
-         q's dtype.
-      4. For each block of keys start:start + block_size (the last one may be shorter):
-         scores = q @ (the block of k, last two axes swapped) * scale: (..., T, b). Where the
-         block of the mask is False, put -inf.
-      5. m_new = the larger of m and the block's row maximum (keepdims); m_safe = m_new, or 0
-         where m_new is not finite.
+      1. Check block_size with check_block_size. K is q's last size, S the positions of k (its
+         second to last axis), Kv v's last size. The scale as in lesson 3: 1/sqrt(K) when None,
+         else the number given, as a float.
+      2. The leading axes of the result: the leading axes of q, k and v broadcast together (and
+         the mask's, which may have more). If a mask is given, make it a boolean, read-only
+         broadcast VIEW of shape (..., T, S), not a new array: a view costs no memory, a
+         (T, S) array would cost what this lesson saves.
+      3. Start, per query: m at -inf and denom at 0, both (..., T, 1); o at 0, (..., T, Kv).
+         All in q's dtype.
+      4. For each block of keys, positions start .. start + block_size - 1 (the last block may
+         be shorter): scores = q @ (the block of k with its last two axes swapped) * scale,
+         (..., T, K) @ (..., K, b) -> (..., T, b). Only the last two axes: k.T would reverse
+         every axis of a 4-D array. Where the mask's block is False, the score is -inf.
+      5. m_new = the larger of m and the block's row maximum, (..., T, 1); m_safe = m_new, or 0
+         where m_new is not finite (every key so far masked: no -inf - -inf = NaN).
       6. p = exp(scores - m_safe): (..., T, b). alpha = exp(m - m_safe): (..., T, 1), how much
          smaller the old terms become against the new maximum.
       7. denom = denom * alpha + the row sums of p; o = o * alpha + p @ (the block of v):
-         (..., T, Kv). BOTH are rescaled. Then m = m_new.
-      8. Return o / denom where denom > 0 and 0 elsewhere (a fully masked row), in q's dtype.
+         (..., T, Kv). BOTH are rescaled, or they mix terms measured against different
+         maxima. Then m = m_new.
+      8. Return o / denom where denom > 0 and 0 elsewhere (a fully masked row), without
+         dividing by 0, in q's dtype: (..., T, Kv).
     """
     ### BEGIN SOLUTION
     # The state per query is m (the largest score so far), denom (l of the text: the sum of
