@@ -77,8 +77,8 @@ def attention_scores(q, k, scale=None):
       2. If scale is None, set it to 1 / sqrt(K). Test `scale is None`, not `not scale`: an
          explicit scale=0.0 is a scale, and any scale passed in is used exactly as given.
          Keep the scale a plain Python float: in numpy 2 a float32 array times a numpy float64
-         comes out float64, and np.sqrt returns a numpy float64, whereas the square root of the
-         math module returns a Python float. Turn a scale passed in into a Python float too.
+         comes out float64, and np.sqrt returns a numpy float64, whereas the math module's
+         square root returns a Python float. Turn a scale passed in into a Python float too.
       3. Swap the last two axes of k: (..., S, K) -> (..., K, S). Only those two: k.T would
          reverse EVERY axis of a 3-D or 4-D array, (B, H, S, K) -> (K, S, H, B).
       4. Multiply q @ k_t: (..., T, K) @ (..., K, S) -> (..., T, S), then multiply by the scale.
