@@ -53,9 +53,11 @@ def head_projections(x, w_heads):
 
     TODO:
       1. Unpack the sizes: B, T, D = x.shape and H, _, K = w_heads.shape.
-      2. Compute every head's x @ w_heads[h] at once, keeping heads in order along axis 1:
-         either broadcast x[:, None] (B, 1, T, D) against w_heads (H, D, K), or name every
-         axis with np.einsum("btd,hdk->bhtk", ...).
+      2. Compute every head's product x @ w_heads[h], (B, T, D) @ (D, K) -> (B, T, K), for all
+         H heads at once, the heads in order along a new axis 1: (B, H, T, K). Two ways: give x
+         a head axis of size 1, (B, 1, T, D), so that `@` broadcasts it against the H matrices
+         (H, D, K); or write the sum over the model width D with every axis named
+         (b t d, h d k -> b h t k). A Python loop over the heads works too, but is not needed.
     """
     raise NotImplementedError
 
@@ -67,9 +69,11 @@ def fuse_head_weights(w_heads):
     returns  (D, H*K) such that (x @ fused)[..., h*K:(h+1)*K] == x @ w_heads[h]
 
     TODO:
-      1. Unpack H, D, K = w_heads.shape.
-      2. Move the head axis after D: (H, D, K) -> (D, H, K).
-      3. Reshape (D, H, K) -> (D, H*K). (Reshaping (H, D, K) directly would mix rows of
-         different heads: that is the classic mistake this exercise is about.)
+      1. Unpack the sizes: H, D, K = w_heads.shape.
+      2. Move the head axis after D: (H, D, K) -> (D, H, K), so that each input row d holds the
+         H heads' blocks of K numbers next to each other.
+      3. Reshape (D, H, K) -> (D, H*K): row d becomes the H blocks side by side, head h in
+         columns h*K:(h+1)*K. (Reshaping (H, D, K) directly would mix rows of different heads:
+         that is the classic mistake this exercise is about.)
     """
     raise NotImplementedError

@@ -108,12 +108,12 @@ def causal_mask(t, s=None):
 
     TODO:
       1. If s is None, set s = t.
-      2. Build the query positions as a column, i = np.arange(t)[:, None] (T, 1), and the key
-         positions as a row, j = np.arange(s)[None, :] (1, S).
+      2. Build the query numbers 0 .. t-1 as a column i, shape (T, 1), and the key positions
+         0 .. s-1 as a row j, shape (1, S).
       3. Query i sits at position i + (s - t) (the T new queries are the last T of S positions).
-         Compare j <= i + (s - t): the comparison broadcasts to (T, S) and gives booleans.
-         `<=`, not `<`: a query may attend its own position.
-         (np.tril(np.ones((t, s), dtype=bool), k=s - t) builds the same mask.)
+         Compare j <= i + (s - t): the comparison broadcasts (1, S) against (T, 1) to (T, S)
+         and gives booleans. `<=`, not `<`: a query may attend its own position. (The lower
+         triangle of a (T, S) all-True matrix, shifted s - t diagonals up, is the same mask.)
     """
     raise NotImplementedError
 
@@ -129,11 +129,12 @@ def padding_mask(lengths, s):
                                           [[True, True, True,  False]]]
 
     TODO:
-      1. Make sure lengths is an array: lengths = np.asarray(lengths).
-      2. Compare the key positions np.arange(s)[None, :] (1, S) with lengths[:, None] (B, 1):
-         `<`, not `<=`, since a sequence of length 3 owns keys 0, 1 and 2. This gives (B, S).
-      3. Insert the query axis: (B, S) -> (B, 1, S) with [:, None, :]. Without it, the mask
-         would line up its B axis with the T axis of the (B, T, S) scores.
+      1. Make sure lengths is a numpy array of shape (B,): a plain list may come in.
+      2. Compare the key positions 0 .. s-1 as a row (1, S) with the lengths as a column
+         (B, 1): key j is real when j < lengths[b]. `<`, not `<=`, since a sequence of length
+         3 owns keys 0, 1 and 2. (1, S) < (B, 1) broadcasts to (B, S) booleans.
+      3. Insert the query axis in the middle: (B, S) -> (B, 1, S). Without it, the mask would
+         line up its B axis with the T axis of the (B, T, S) scores.
     """
     raise NotImplementedError
 
@@ -148,12 +149,14 @@ def combine_masks(*masks):
     combine_masks(causal_mask(3), None, padding_mask(np.array([2, 3]), 3)).shape == (2, 3, 3)
 
     TODO:
-      1. Keep the masks that are not None: present = [m for m in masks if m is not None].
+      1. Keep only the masks that are not None.
       2. If none is left, return None (no mask: attend everywhere).
-      3. Start from the first mask and fold in the others with np.logical_and, which
-         broadcasts and builds a new array: out = np.logical_and(out, m). A key survives only
-         if EVERY mask allows it: and, not or. Do not write `out &= m` on the first mask: that
-         changes the caller's array (and cannot grow it to the broadcast shape).
-      4. Return a bool array (np.asarray(out, dtype=bool) covers the case of a single mask).
+      3. Start from the first mask and fold in the others one by one with a logical and, each
+         step a new array of the broadcast shape: (T, S) and (B, 1, S) -> (B, T, S). A key
+         survives only if EVERY mask allows it: and, not or. Do not write `out &= m` on the
+         first mask: that changes the caller's array (and cannot grow it to the broadcast
+         shape).
+      4. Return a numpy array of dtype bool, also when a single mask was given: convert that
+         one, rather than hand back whatever came in.
     """
     raise NotImplementedError

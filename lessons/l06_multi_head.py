@@ -115,12 +115,14 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
     TODO:
       1. Unpack the sizes: B, T, D = x_q.shape and S = x_kv.shape[1].
       2. Project with your linear: q from x_q with w_q, b_q; k and v from x_kv (not x_q!) with
-         w_k, b_k and w_v, b_v. params.get("b_q") gives None when a bias is absent, and
+         w_k, b_k and w_v, b_v. A bias missing from params is passed on as None, and
          linear(x, w, None) adds nothing. Each result is (B, T or S, H*K).
       3. split_heads(..., n_heads) each of q, k, v: (B, T, H*K) -> (B, H, T, K).
-      4. If a mask is given, give it the head axis: np.broadcast_to(mask, (B, T, S)) accepts
-         every allowed form ((T, S), (B, 1, S), (B, T, S)); then mask[:, None] is
-         (B, 1, T, S) and broadcasts over the heads.
+      4. If a mask is given, give it the head axis. First broadcast it to the full (B, T, S),
+         which every allowed form ((T, S), (B, 1, S), (B, T, S)) reaches; then insert an axis
+         of size 1 after B: (B, T, S) -> (B, 1, T, S), which broadcasts over the heads.
+         (Inserting that axis without broadcasting first turns a (T, S) mask into (T, 1, S),
+         which lines T up with the heads.)
       5. heads, weights = scaled_dot_product_attention(q, k, v, mask): (B, H, T, K) and
          (B, H, T, S). Keep its default scale: 1/sqrt(K), K the head width, is right.
       6. merge_heads(heads): (B, H, T, K) -> (B, T, H*K), the Concat.
@@ -143,7 +145,8 @@ def multi_head_attention_loop(x_q, x_kv, params, n_heads, mask=None):
          same columns of w_k, w_v (B, S, K). A bias that is None stays None.
       3. head_i, _ = scaled_dot_product_attention(q_i, k_i, v_i, mask): (B, T, K). On these 3-D
          arrays the mask fits as it is. Collect the heads in a list, in order.
-      4. np.concatenate(heads, axis=-1): the Concat, (B, T, H*K).
+      4. Put the H heads side by side along the last axis, in head order: H arrays (B, T, K)
+         -> (B, T, H*K), the Concat.
       5. Return linear(concat, w_o, b_o): (B, T, D). W_O sees all heads at once.
     """
     raise NotImplementedError
@@ -167,6 +170,7 @@ def params_from_torch(state, n_heads):
          i*K:(i+1)*K too.
       4. If the state has in_proj_bias, split it the same way into b_q, b_k, b_v (biases are
          not transposed); if it has out_proj.bias, that is b_o. Without them, add no b_* keys.
-      5. Return new arrays (np.array(...) copies): never change the caller's state.
+      5. Return new arrays, copies rather than views of the state's arrays: never change or
+         share the caller's state.
     """
     raise NotImplementedError

@@ -209,7 +209,7 @@ def two_head_weights(vocab_size, max_len):
          w_q, w_k and w_v. Row i of a weight is what feature i of x contributes; x's feature
          V + t is 1 exactly at position t.
       3. Queries read the position: for every t in 0 .. L-1, row V + t of w_q puts
-         SCORE * np.sqrt(K) in column h*K + t (position t asks with SCORE * sqrt(K) * e_t).
+         SCORE * sqrt(K) in column h*K + t (position t asks with SCORE * sqrt(K) * e_t).
       4. Keys read the position, shifted: for every s in 0 .. L-1-offset, row V + s of w_k puts 1
          in column h*K + s + offset (position s answers to the query of position s + offset).
          Then the scaled score q . k / sqrt(K) is SCORE for the key t - offset and 0 for every

@@ -56,16 +56,19 @@ def softmax(x, axis=-1):
     returns an array of x's shape and dtype; a slice of all -inf along `axis` gives all zeros
 
     TODO:
-      1. m = the maximum of x along `axis`, with keepdims=True, so that it broadcasts against x
-         along that same axis wherever it is (without keepdims a (T, S) input gives m of shape
-         (T,), which lines up with the LAST axis of x).
-      2. A slice of all -inf has m = -inf, and -inf - (-inf) is NaN. Replace every non-finite
-         m by 0: np.where(np.isfinite(m), m, 0).
-      3. e = np.exp(x - m). Write x - m, never x -= m: the caller's x must stay untouched.
-      4. s = the sum of e along `axis`, again with keepdims=True. It is >= 1, except for an
-         all -inf slice, where it is 0.
-      5. Return e / s where s > 0 and 0 elsewhere, e.g.
-         np.divide(e, s, out=np.zeros_like(e), where=s > 0). Keep x's dtype: no float64 casts.
+      1. m = the maximum of x along `axis`, keeping that axis with size 1 (keepdims=True),
+         e.g. (T, S) -> (T, 1) for axis=-1, so that m broadcasts against x along that same
+         axis wherever it is (without keepdims a (T, S) input gives m of shape (T,), which
+         lines up with the LAST axis of x).
+      2. A slice of all -inf has m = -inf, and -inf - (-inf) is NaN. Replace every entry of m
+         that is not finite by 0 and keep the finite ones: m keeps its shape.
+      3. e = the exponential of x - m, elementwise: x's shape, every exponent <= 0, so nothing
+         overflows. Compute x - m as a new array, never x -= m: the caller's x must stay
+         untouched.
+      4. s = the sum of e along `axis`, again keeping the axis with size 1. It is >= 1, except
+         for an all -inf slice, where it is 0.
+      5. Return e / s where s > 0, and 0 where s is 0: never divide there, 0 / 0 is NaN. The
+         result has x's shape and dtype: no float64 casts.
     """
     ### BEGIN SOLUTION
     # The maximum is taken with keepdims=True, so it has a 1 where `axis` was and broadcasts
@@ -91,14 +94,16 @@ def logsumexp(x, axis=-1):
             a slice of all -inf gives -inf
 
     TODO:
-      1. Take m as in softmax: the maximum along `axis` with keepdims=True, non-finite values
-         replaced by 0.
-      2. s = the sum of np.exp(x - m) along `axis`, with keepdims=True.
-      3. out = np.log(s) + m. For an all -inf slice s is 0 and log(0) = -inf, which is the
-         right answer; wrap the line in `with np.errstate(divide="ignore"):` to silence
-         numpy's warning.
-      4. Drop the kept axis at the very end: np.squeeze(out, axis=axis). (Adding m, which keeps
-         the axis, to a sum that does not, broadcasts (T,) + (T, 1) into a (T, T) table.)
+      1. Take m as in softmax: the maximum along `axis`, the axis kept with size 1, and every
+         non-finite entry replaced by 0.
+      2. s = the sum of the exponential of x - m along `axis`, again keeping the axis with
+         size 1.
+      3. out = the natural log of s, plus m: the axis still kept. For an all -inf slice s is
+         0 and log(0) = -inf, which is the right answer; numpy warns about a division by zero
+         there, so silence that warning for this one line (the np.errstate context manager).
+      4. Drop the kept axis at the very end: e.g. (T, 1) -> (T,), the shape a plain sum along
+         `axis` gives. (Adding m, which keeps the axis, to a sum that does not, broadcasts
+         (T,) + (T, 1) into a (T, T) table.)
     """
     ### BEGIN SOLUTION
     # The maximum m is factored out: log(sum(exp(x))) = m + log(sum(exp(x - m))). While

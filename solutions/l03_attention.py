@@ -74,11 +74,11 @@ def attention_scores(q, k, scale=None):
       1. Unpack the sizes you need: K = q.shape[-1].
       2. If scale is None, set it to 1 / sqrt(K). Test `scale is None`, not `not scale`: an
          explicit scale=0.0 is a scale, and any scale passed in is used exactly as given.
-         Use math.sqrt (a Python float): np.sqrt returns a numpy float64, and in numpy 2 a float32
-         array times a numpy float64 comes out float64. (For a scale passed in, float(scale)
-         does the same.)
-      3. Swap the last two axes of k: (..., S, K) -> (..., K, S) with np.swapaxes(k, -1, -2).
-         (k.T would reverse EVERY axis of a 3-D or 4-D array.)
+         Keep the scale a plain Python float: in numpy 2 a float32 array times a numpy float64
+         comes out float64, and np.sqrt returns a numpy float64, whereas the math module's
+         square root returns a Python float. Turn a scale passed in into a Python float too.
+      3. Swap the last two axes of k: (..., S, K) -> (..., K, S). Only those two: k.T would
+         reverse EVERY axis of a 3-D or 4-D array, (B, H, S, K) -> (K, S, H, B).
       4. Multiply q @ k_t: (..., T, K) @ (..., K, S) -> (..., T, S), then multiply by the scale.
          Build a new array; do not scale q in place (no `q *= scale`).
     """
@@ -114,9 +114,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
 
     TODO:
       1. scores = attention_scores(q, k, scale): (..., T, S). Pass the scale on.
-      2. If a mask is given, put -inf where it is False: np.where(mask, scores, -np.inf).
-         np.where broadcasts the mask and builds a new array. Use -np.inf, not -1e9, and do it
-         BEFORE the softmax.
+      2. If a mask is given, build new scores: -inf where the mask is False, the score where
+         it is True. The mask broadcasts against the scores, (T, S) or (B, 1, S) against
+         (..., T, S). Use -inf, not -1e9 (a fully masked row would get uniform weights), and
+         do it BEFORE the softmax.
       3. weights = softmax(scores, axis=-1): normalise over the keys S (the last axis), not over
          the queries. Lesson 2's softmax turns an all -inf row into zeros.
       4. out = weights @ v: (..., T, S) @ (..., S, Kv) -> (..., T, Kv). Use the masked weights.

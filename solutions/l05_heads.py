@@ -84,7 +84,7 @@ def split_heads(x, n_heads):
       1. Unpack the sizes: B, T, D = x.shape, and H = n_heads.
       2. If D % H != 0, raise ValueError with a message that names both numbers.
       3. K = D // H. Reshape (B, T, D) -> (B, T, H, K): each row of D splits into H blocks of K.
-      4. Move the head axis before T: (B, T, H, K) -> (B, H, T, K) with np.swapaxes(x, 1, 2).
+      4. Move the head axis before T by swapping axes 1 and 2: (B, T, H, K) -> (B, H, T, K).
          (A reshape straight to (B, H, T, K) mixes positions and heads: the swap is required.)
     """
     ### BEGIN SOLUTION
@@ -114,7 +114,7 @@ def merge_heads(x):
 
     TODO:
       1. Unpack the sizes: B, H, T, K = x.shape.
-      2. Move the head axis back after T: (B, H, T, K) -> (B, T, H, K) with np.swapaxes(x, 1, 2).
+      2. Move the head axis back after T by swapping axes 1 and 2: (B, H, T, K) -> (B, T, H, K).
       3. Reshape (B, T, H, K) -> (B, T, H*K): for each token, the H blocks of K side by side.
          (Reshaping (B, H, T, K) straight to (B, T, H*K) glues the wrong numbers together.)
          After the swap the array is no longer contiguous in memory; reshape copies it, which

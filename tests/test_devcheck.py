@@ -296,8 +296,8 @@ def test_a_missing_todo_list_is_reported(repo):
     edit(
         repo / "solutions" / "l01_projections.py",
         """    TODO:
-      1. Unpack H, D, K = w_heads.shape.
-      2. Move the head axis after D: (H, D, K) -> (D, H, K).""",
+      1. Unpack the sizes: H, D, K = w_heads.shape.
+      2. Move the head axis after D: (H, D, K) -> (D, H, K), so that each input row d holds the""",
         "    Steps:",
     )
     problems = devcheck.check(repo, grade=False)
