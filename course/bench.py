@@ -96,7 +96,8 @@ def plan_for(session: Session, lesson: Lesson) -> Plan:
     """The lesson's plan, or BenchProblem when it has none or has not passed."""
     plan = PLANS.get(lesson.module)
     if plan is None:
-        numbers = ", ".join(name[1:3].lstrip("0") for name in PLANS)
+        *first, last = (name[1:3].lstrip("0") for name in PLANS)
+        numbers = f"{', '.join(first)} and {last}"
         raise BenchProblem(f"Lesson {lesson.id} has no bench: `course bench` times lessons {numbers}.")
     if session.state.status(lesson.module) != PASSED:
         raise BenchProblem(
