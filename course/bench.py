@@ -68,7 +68,7 @@ PLANS = {
         "online",
         lambda n: {"B": 1, "H": 4, "T": n, "K": 64},
         (256, 1024),
-        4096,
+        2048,
         heads_probe=False,
     ),
 }
@@ -203,6 +203,13 @@ class _Worker:
         name = "scaled_dot_product_attention" if kind == "full" else plan.function
         try:
             reply = self.module.run(kind, dims, budget=BUDGET, memory=plan.kind == "online")
+        except client.LearnerTimeout:
+            limit = self.module.limits.call_seconds
+            raise BenchProblem(
+                f"{name} ({self.impl}) took longer than the bench's {limit:g} s at {size_label(dims)} "
+                "(a warm-up call and at least 3 timed ones): try smaller --sizes, or look for a loop "
+                "that never ends."
+            ) from None
         except client.LearnerProblem as problem:
             raise BenchProblem(
                 f"{name} ({self.impl}) failed in the bench at {size_label(dims)}: {problem}"

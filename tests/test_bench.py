@@ -159,6 +159,19 @@ def test_learner_code_that_fails_in_the_bench_is_named_in_one_message(solved, tm
     assert "ValueError: no" in done.output
 
 
+def test_learner_code_that_overruns_the_time_limit_is_named_with_what_to_do(solved, tmp_path, monkeypatch):
+    without_torch(monkeypatch)
+    monkeypatch.setenv("COURSE_LIMITS", "call=0.5")
+    folder = tmp_path / "workspace"
+    shutil.copytree(solved, folder)
+    source = (folder / "l06_multi_head.py").read_text()
+    endless = "\n\ndef multi_head_attention(*args):\n    while True:\n        pass\n"
+    (folder / "l06_multi_head.py").write_text(source + endless)
+    done = invoke("6", "--sizes", "16", "--workspace", str(folder))
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "took longer than the bench's 0.5 s at B=2 T=16 D=128 H=8" in " ".join(done.output.split())
+
+
 def test_replies_that_are_not_timings_are_refused():
     for reply in ({"seconds": []}, {"seconds": ["1"]}, {"seconds": [0.1], "peak_bytes": -1}, [0.1], None):
         with pytest.raises(bench.BenchProblem, match="malformed"):
