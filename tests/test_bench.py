@@ -61,7 +61,7 @@ def invoke(*args: str):
     return CliRunner().invoke(app, ["bench", *args], env={"NO_COLOR": "1", "COLUMNS": "100"})
 
 
-def test_without_torch_lesson_6_times_yours_and_the_reference_at_each_size_and_at_4x_the_heads(
+def test_without_torch_lesson_6_times_yours_and_the_reference_at_each_size_and_in_the_heads_probe(
     solved, monkeypatch
 ):
     without_torch(monkeypatch)
@@ -69,9 +69,11 @@ def test_without_torch_lesson_6_times_yours_and_the_reference_at_each_size_and_a
     assert [(row.impl, row.size, row.probe) for row in report.rows] == [
         (YOURS, "B=2 T=16 D=128 H=8", False),
         (YOURS, "B=2 T=32 D=128 H=8", False),
+        (YOURS, "B=2 T=16 D=128 H=8", True),
         (YOURS, "B=2 T=16 D=128 H=32", True),
         (REFERENCE, "B=2 T=16 D=128 H=8", False),
         (REFERENCE, "B=2 T=32 D=128 H=8", False),
+        (REFERENCE, "B=2 T=16 D=128 H=8", True),
         (REFERENCE, "B=2 T=16 D=128 H=32", True),
     ]
     assert all(row.function == "multi_head_attention" and row.lesson == "06" for row in report.rows)
@@ -113,20 +115,16 @@ def test_json_is_one_object_with_the_fields_of_every_row(solved, tmp_path, monke
     payload = json.loads(done.output)
     assert set(payload) == {"lesson", "matmul_gflops", "torch", "rows", "advice"}
     assert payload["lesson"] == "09" and payload["torch"] is None and payload["advice"]
-    assert len(payload["rows"]) == 4  # yours and the reference, at S=16 and at 4x the heads
+    assert len(payload["rows"]) == 6  # yours and the reference: S=16, then the heads probe
     for row in payload["rows"]:
-        assert set(row) == {
-            "lesson",
-            "function",
-            "size",
-            "impl",
-            "ms",
-            "best_ms",
-            "gflops",
-            "peak_bytes",
-            "probe",
-        }
+        fields = "lesson function size impl ms best_ms gflops peak_bytes probe dims"
+        assert set(row) == set(fields.split())
         assert row["function"] == "decode_step" and row["impl"] in (YOURS, REFERENCE)
+    assert [row["dims"] for row in payload["rows"][:3]] == [
+        {"B": 4, "S": 16, "D": 128, "H": 8, "G": 2},
+        {"B": 4, "S": 16, "D": 128, "H": 8, "G": 2},
+        {"B": 4, "S": 16, "D": 128, "H": 32, "G": 8},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -179,30 +177,29 @@ def test_replies_that_are_not_timings_are_refused():
     assert bench._seconds({"seconds": [0.1, 0.2], "peak_bytes": 7}) == ([0.1, 0.2], 7)
 
 
-def rows(impl: str, times: list[float], peaks=None, probe_time: float | None = None) -> list[Row]:
+def rows(impl: str, times: list[float], peaks=None, probe: tuple[float, float] | None = None) -> list[Row]:
+    """Rows of made-up timings (ms) at T=16, 32, ...; ``probe``: the heads probe's two times."""
     made = [
-        Row("06", "multi_head_attention", f"T={16 * 2**i}", impl, t, t, 1.0, (peaks or [None] * 9)[i])
+        Row("06", "f", f"T={16 * 2**i}", impl, t, t, 1.0, (peaks or [None] * 9)[i], dims={"T": 16 * 2**i})
         for i, t in enumerate(times)
     ]
-    if probe_time is not None:
-        made.append(
-            Row("06", "multi_head_attention", "T=16 H=32", impl, probe_time, probe_time, 1.0, None, True)
-        )
+    for heads, t in zip((8, 32), probe or (), strict=False):
+        made.append(Row("06", "f", f"T=16 H={heads}", impl, t, t, 1.0, None, True, {"T": 16, "H": heads}))
     return made
 
 
-def test_the_advice_names_a_loop_over_heads_only_when_time_grows_with_the_heads_more_than_the_reference():
-    reference = rows(REFERENCE, [1.0, 2.0], probe_time=1.5)
-    looped = advise("multi_head_attention", rows(YOURS, [5.0, 10.0], probe_time=20.0) + reference)
-    assert "no Python loop over heads" in looped and "5.0x the reference's time" in looped
-    batched = advise("multi_head_attention", rows(YOURS, [5.0, 10.0], probe_time=7.5) + reference)
-    assert "not because of the heads" in batched and "one GEMM per projection" in batched
-    even = advise("multi_head_attention", rows(YOURS, [1.1, 2.0], probe_time=1.6) + reference)
-    assert "keeps the reference's pace" in even and "fused QKV" in even
+def test_the_advice_names_a_loop_over_heads_when_more_heads_cost_the_learner_more_than_the_reference():
+    reference = rows(REFERENCE, [1.0, 2.0], probe=(0.1, 0.2))
+    looped = advise("multi_head_attention", rows(YOURS, [1.0, 2.0], probe=(0.3, 1.3)) + reference)
+    assert looped.startswith("24 more heads at T=16 H=8 cost yours 1.00 ms more, the reference 0.10 ms")
+    assert "a Python loop over heads" in looped
+    slow = advise("multi_head_attention", rows(YOURS, [5.0, 10.0], probe=(0.5, 1.0)) + reference)
+    assert "5.0x the reference's time" in slow and "not from a loop over heads" in slow
+    even = advise("multi_head_attention", rows(YOURS, [1.1, 2.0], probe=(0.1, 0.25)) + reference)
+    assert "keeps the reference's pace (1.0x its time at T=32)" in even and "fused QKV" in even
     torch = rows(TORCH, [0.2, 0.5])
-    assert "torch is 5.0x faster at T=16" in advise(
-        "multi_head_attention", rows(YOURS, [1.0, 2.0]) + reference + torch
-    )
+    faster = advise("multi_head_attention", rows(YOURS, [1.0, 2.0]) + reference + torch)
+    assert "torch is 5.0x faster at T=16" in faster
 
 
 def test_the_advice_of_lesson_13_reads_the_peak_memory_against_the_full_matrix():

@@ -49,7 +49,7 @@ def bench_screen(report: BenchReport) -> RenderableType:
         f"{report.matmul_gflops:.1f} GFLOP/s: the roofline, the most any of these can reach.",
     ]
     if any(row.probe for row in report.rows):
-        lines.append("* 4x the heads at the same width: how time grows with H (read by the advice).")
+        lines.append("* a few tokens, then 4x the heads: how time grows with H (read by the advice).")
     if memory:
         lines.append("full matrix: lesson 3's scaled_dot_product_attention (the reference's).")
         lines.append("peak: what Python allocated during one call (tracemalloc), beyond the inputs.")
