@@ -36,6 +36,10 @@ class BenchProblem(Exception):
     """Why the bench cannot run or finish: one line for the learner."""
 
 
+class BadSizes(BenchProblem):
+    """``--sizes`` is not a list of lengths the bench takes (a usage error)."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """What the bench times for one lesson: ``function`` (the harness's ``kind``) at each size
@@ -118,7 +122,7 @@ def parse_sizes(text: str | None, plan: Plan) -> tuple[int, ...]:
     except ValueError:
         sizes = ()
     if not sizes or len(sizes) > 6 or not all(8 <= n <= plan.largest for n in sizes):
-        raise BenchProblem(
+        raise BadSizes(
             f"--sizes takes 1 to 6 comma-separated lengths from 8 to {plan.largest}, e.g. "
             f"{','.join(map(str, plan.sizes))}; got {text!r}."
         )

@@ -26,8 +26,8 @@ def bench(
     session = open_session(workspace)
     try:
         report = service.run_bench(session, lesson_named(session.catalog, lesson), sizes)
-    except service.BenchProblem as problem:
-        fail(str(problem), 1)
+    except service.BenchProblem as problem:  # exit 2 for a usage error, 1 for a refusal
+        fail(str(problem), 2 if isinstance(problem, service.BadSizes) else 1)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
