@@ -37,6 +37,11 @@ FUSED = {  # what is left to gain in numpy once a function keeps the reference's
 }
 
 
+NO_WEIGHTS = {  # torch's row computes less than the learner's function does
+    "grouped_query_attention": ", and it returns no attention weights, where yours does",
+}
+
+
 def advise(function: str, rows: list[Row]) -> str:
     """What would make the learner's function faster, read from the rows (best calls, which a
     busy machine disturbs least): their time against the reference's (the size where they
@@ -99,7 +104,7 @@ def advise(function: str, rows: list[Row]) -> str:
     if faster > 1.5:
         return (
             f"{pace} torch is {faster:.1f}x faster at {where}: its attention is compiled code, with "
-            f"no Python between the steps. {fuse}"
+            f"no Python between the steps{NO_WEIGHTS.get(function, '')}. {fuse}"
         )
     return (
         f"{pace} torch is no faster here ({faster:.1f}x): the GEMMs dominate; compare your "

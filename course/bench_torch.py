@@ -11,6 +11,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+NAMES = {  # what each bench kind times in torch; F.sdpa gives no weights where the lesson's do
+    "mha": "torch nn.MultiheadAttention",
+    "gqa": "torch F.sdpa, no weights",
+    "decode": "torch F.sdpa",
+    "online": "torch F.sdpa",
+}
+
 
 def torch_module() -> ModuleType | None:
     """torch when it is installed, else None (the bench then leaves out its rows)."""
