@@ -4,9 +4,10 @@ rate, and for lesson 13 the peak memory beside the full-matrix attention of less
 
 The learner's code runs only in the course's worker (``client.LearnerModule``), on a copy of
 their lesson files plus ``bench_harness``, which times the calls in that process: learner code
-could forge those numbers, which would only fool the learner (a bench grades nothing). The
-reference runs the same way on a copy of the solutions, in a worker with no learner code; the
-matmul rate and torch are timed here. Rows are plain data; ``course.render.bench`` draws them.
+could forge those numbers (or slow the reference down from a thread it leaves running), which
+would only fool the learner (a bench grades nothing). The reference runs the same way on a copy
+of the solutions, in a worker with no learner code; the matmul rate and torch are timed here.
+Rows are plain data; ``course.render.bench`` draws them.
 """
 
 from __future__ import annotations
