@@ -86,21 +86,26 @@ def test_without_torch_lesson_6_times_yours_and_the_reference_at_each_size_and_i
     assert report.advice and report.advice in " ".join(screen.split())
 
 
-def test_with_torch_each_size_gets_a_row_of_torch_sdpa_and_lesson_13_the_peak_memory_of_each(solved):
-    torch = pytest.importorskip("torch")
+def test_lesson_13_measures_the_peak_memory_of_yours_and_the_full_matrix_and_torch_has_a_row_when_installed(
+    solved,
+):
+    torch = bench_torch.torch_module()  # CI installs it: the rows of torch are tested there
     report = run(solved, "13", "64,512")
     impls = [(row.impl, row.size) for row in report.rows]
     sizes = ["B=1 H=4 T=64 K=64", "B=1 H=4 T=512 K=64"]
-    assert impls == [(impl, size) for impl in (YOURS, REFERENCE, FULL, TORCH) for size in sizes]
-    assert report.torch_version == torch.__version__
-    assert [row.function for row in report.rows if row.impl == TORCH] == ["torch F.sdpa"] * 2
+    expected = (YOURS, REFERENCE, FULL) + ((TORCH,) if torch is not None else ())
+    assert impls == [(impl, size) for impl in expected for size in sizes]
     peaks = {(row.impl, row.size): row.peak_bytes for row in report.rows}
     assert all(peaks[(impl, size)] > 0 for impl in (YOURS, REFERENCE, FULL) for size in sizes)
-    assert peaks[(TORCH, sizes[0])] is None
     # the full matrix grows with T x S, the online softmax with T: at T = S = 512 it is far smaller
     assert peaks[(FULL, sizes[1])] > 4 * peaks[(YOURS, sizes[1])]
-    assert "in the chip's fast memory" in report.advice or "allocated" not in report.advice
-    assert "torch 2" in text_of(bench_screen(report)) and "full matrix" in text_of(bench_screen(report))
+    assert "(T, S)-sized" not in report.advice
+    screen = text_of(bench_screen(report))
+    assert "full matrix" in screen and "peak" in screen and "MB" in screen
+    if torch is not None:
+        assert report.torch_version == torch.__version__ and f"torch {torch.__version__}" in screen
+        assert [row.function for row in report.rows if row.impl == TORCH] == ["torch F.sdpa"] * 2
+        assert all(peaks[(TORCH, size)] is None for size in sizes)
 
 
 def test_json_is_one_object_with_the_fields_of_every_row(solved, tmp_path, monkeypatch):
