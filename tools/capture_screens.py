@@ -1,7 +1,7 @@
 """Capture the course's main screens as plain text and SVG, for the README and for reviewing
 how they read: `course list`, `course next` (a new lesson), `course check` (a classic
-mistake) and `course show N --map` of every lesson whose pictures draw figures (its measured
-results), on solved lessons.
+mistake), `course show N --map` of every lesson whose pictures draw figures (its measured
+results) and `course bench 6`, on solved lessons.
 Screens are built from the same progress and render functions the commands use, on a
 throw-away workspace, 80 columns wide.
 
@@ -19,10 +19,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from course import progress, state
+from course import bench, progress, state
 from course import workspace as ws
 from course.catalog import load_catalog
 from course.engine import pictures
+from course.render import bench as render_bench
 from course.render import maps as render_maps
 from course.render import screens as render
 
@@ -74,7 +75,15 @@ def main(out: Path) -> int:
         drawn = pictures.load(lesson)
         if drawn is not None and callable(getattr(drawn, "figures", None)):  # results to show
             save(f"show_{lesson.id}", render_maps.maps_screen(progress.attention_maps(session, lesson)), out)
+    capture_bench(session, out)
     return 0
+
+
+def capture_bench(session: progress.Session, out: Path) -> None:
+    """`course bench 6` on the solved lesson 6 (its numbers are this machine's, this run's)."""
+    sixth = session.catalog.resolve("6")
+    if progress.check(session, sixth).passed:
+        save("bench_6", render_bench.bench_screen(bench.run_bench(session, sixth)), out)
 
 
 if __name__ == "__main__":
