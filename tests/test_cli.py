@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from course.catalog import load_catalog
 from course.cli import app
+from course.lesson_source import without_markers
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 
@@ -125,9 +126,16 @@ def test_solution_is_hidden_until_passed_and_a_peek_is_recorded(workspace):
     hidden = course("solution", "1", cwd=workspace)
     assert hidden.returncode == 1 and "--peek" in hidden.stdout and "def linear" not in hidden.stdout
     peek = course("solution", "1", "--peek", cwd=workspace)
-    assert peek.returncode == 0 and "def linear" in peek.stdout and "recorded" in peek.stdout
+    assert peek.returncode == 0 and "def linear" in peek.stdout and "recorded" in peek.stderr
     state = json.loads((workspace / ".course" / "state.json").read_text())
     assert state["lessons"]["l01_projections"]["solution_peeked"] is True
+
+
+def test_solution_to_a_pipe_is_the_source_byte_for_byte_even_at_a_narrow_width(workspace):
+    done = course("solution", "6", "--peek", cwd=workspace, env={"COLUMNS": "40"})
+    expected = without_markers((SOLUTIONS / "l06_multi_head.py").read_text(encoding="utf-8"))
+    assert max(map(len, expected.splitlines())) > 40  # lines that a 40-column screen would wrap
+    assert done.returncode == 0 and done.stdout == expected
 
 
 @pytest.mark.parametrize("content", ["{not json", "", '{"format": 7}'])

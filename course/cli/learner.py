@@ -176,6 +176,11 @@ def solution(
             "anyway and records that you peeked.",
             1,
         )
+    if not sys.stdout.isatty():  # to a file or a pipe: the source byte for byte, never wrapped
+        if peeked:
+            sys.stderr.write("Peeking before the lesson passed: this is recorded in your progress.\n")
+        sys.stdout.write(source)
+        return
     show(screens.solution_screen(chosen, source, peeked))
 
 

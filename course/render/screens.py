@@ -76,8 +76,11 @@ def lesson_heading(lesson: Lesson) -> str:
     return f"Lesson {lesson.id} · {lesson.title}"
 
 
-def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> RenderableType:
-    """What `course check` shows: a line per exercise, then the first problem in full."""
+def result_screen(
+    lesson: Lesson, result: LessonResult, session: Session, watching: bool = False
+) -> RenderableType:
+    """What `course check` shows: a line per exercise, then the first problem in full; under
+    `course watch` (``watching``) the last line names watch's keys instead of commands."""
     counts = result.counts()
     total = sum(counts.values())
     head = Text.assemble(
@@ -122,14 +125,17 @@ def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> Ren
                 border_style="dim",
             )
         )
-    parts.append(_what_now(lesson, result, session))
+    parts.append(_what_now(lesson, result, session, watching))
     return Group(*parts)
 
 
-def _what_now(lesson: Lesson, result: LessonResult, session: Session) -> Text:
+def _what_now(lesson: Lesson, result: LessonResult, session: Session, watching: bool = False) -> Text:
     if result.passed:
-        return Text(f"Lesson {lesson.number} passed. `course next` moves on.", style="green")
+        move_on = "Press n for the next lesson." if watching else "`course next` moves on."
+        return Text(f"Lesson {lesson.number} passed. {move_on}", style="green")
     path = session.workspace.display(session.workspace.lesson_file(lesson))
+    if watching:
+        return Text(f"Edit {path}: every save is checked again. Stuck? Press h for a hint.")
     return Text(
         f"Edit {path}, then `course check {lesson.number}` again. "
         f"Stuck? `course hint {lesson.number}` reveals a hint."
@@ -247,7 +253,7 @@ def watch_screen(
         ProgressBar(total=len(available), completed=passed, width=30),
         Text(f"{passed} of {len(available)} lessons passed"),
     )
-    parts: list[RenderableType] = [keys, result_screen(lesson, result, session), bar]
+    parts: list[RenderableType] = [keys, result_screen(lesson, result, session, watching=True), bar]
     if extra is not None:
         parts.append(extra)
     return Group(*parts)
@@ -297,7 +303,9 @@ def lesson_page(lesson: Lesson, session: Session) -> RenderableType:
     return Group(notices(session), intro(lesson, session), table)
 
 
-def hint_screen(reveal: HintReveal) -> RenderableType:
+def hint_screen(reveal: HintReveal, again: str = "run the same command again") -> RenderableType:
+    """The hints revealed so far; ``again`` says how to reveal the next one (a command, or
+    watch's key)."""
     hints = Table.grid(padding=(0, 1))
     hints.add_column(no_wrap=True)
     hints.add_column()
@@ -306,7 +314,7 @@ def hint_screen(reveal: HintReveal) -> RenderableType:
         hints.add_row(Text(f"{number}.", style=style), Text(hint, style=style))
     remaining = reveal.total - len(reveal.hints)
     footer = (
-        f"{remaining} more hint{'s' if remaining != 1 else ''}: run the same command again."
+        f"{remaining} more hint{'s' if remaining != 1 else ''}: {again}."
         if remaining
         else "That was the last hint for this exercise."
     )
