@@ -279,3 +279,32 @@ def test_a_failing_multi_head_check_shows_the_shape_trace(workspace):
     flat = " ".join(done.stdout.split())
     assert done.returncode == 1 and "Shapes through your code" in flat
     assert "split_heads gave (B, T, H, K) where (B, H, T, K) was expected" in flat
+
+
+def test_reset_marks_the_passed_lessons_that_use_it_and_next_rechecks_them_on_the_way(workspace, monkeypatch):
+    for module in ("l01_projections", "l02_softmax", "l03_attention", "l04_masks"):
+        shutil.copy(SOLUTIONS / f"{module}.py", workspace)
+    path = workspace / ".course" / "state.json"
+    saved = dict(json.loads(path.read_text()), welcomed=True)
+    for module in ("l01_projections", "l02_softmax", "l03_attention", "l04_masks"):
+        saved["lessons"][module] = {"status": "passed"}
+    path.write_text(json.dumps(saved))
+    monkeypatch.chdir(workspace)
+    env = {"NO_COLOR": "1", "COLUMNS": "120"}
+    reset = CliRunner().invoke(app, ["reset", "2"], env=env)
+    assert reset.exit_code == 0 and "Lesson 03 uses lesson 02, so its pass needs a re-check" in " ".join(
+        reset.output.split()
+    )
+    rows = {
+        row.split()[0]: row
+        for row in CliRunner().invoke(app, ["list"], env=env).output.splitlines()
+        if row.strip()[:2].isdigit()
+    }
+    assert "needs re-check" in rows["03"] and "passed" in rows["04"] and "current" in rows["02"]
+    shutil.copy(SOLUTIONS / "l02_softmax.py", workspace)
+    done = " ".join(course("next", cwd=workspace).stdout.split())
+    assert "Lesson 02 passed" in done
+    assert "Lesson 03 re-checked and passed (it uses l02_softmax.py, which was reset)" in done
+    assert "Lesson 05" in done  # lesson 4 passed and never used lesson 2: the next new lesson
+    state = json.loads(path.read_text())["lessons"]
+    assert state["l03_attention"]["recheck_after"] == "" and state["l03_attention"]["status"] == "passed"

@@ -147,10 +147,18 @@ def reset(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
-    saved = progress.reset(session, chosen)
+    done = progress.reset(session, chosen)
     where = session.workspace.display(session.workspace.lesson_file(chosen))
-    kept = f" Your previous version is in {session.workspace.display(saved)}." if saved else ""
+    kept = f" Your previous version is in {session.workspace.display(done.saved)}." if done.saved else ""
     show(f"{where} is a fresh skeleton again.{kept}")
+    if done.recheck:
+        numbers = ", ".join(each.id for each in done.recheck)
+        many = len(done.recheck) > 1
+        which = f"Lessons {numbers} use" if many else f"Lesson {numbers} uses"
+        show(
+            f"{which} lesson {chosen.id}, so {'their passes need' if many else 'its pass needs'} a "
+            "re-check: `course next` re-checks on the way, `course check --all` at once."
+        )
 
 
 def solution(

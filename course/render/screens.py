@@ -28,6 +28,7 @@ STYLE = {
     "timeout": "magenta",
     "coming soon": "dim",
     "current": "cyan",
+    "needs re-check": "yellow",
 }
 MARK = {
     "passed": "✔",
@@ -37,6 +38,7 @@ MARK = {
     "timeout": "⧗",
     "coming soon": "·",
     "current": "▸",
+    "needs re-check": "↻",
 }
 # C0 and C1 control characters (escape sequences start with them) and the bidirectional
 # overrides that can make text read differently from what it is; tabs and newlines are kept.
@@ -202,9 +204,11 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
     parts: list[RenderableType] = [notices(session)]
     if step.welcome:
         parts.append(welcome(session))
+    for lesson, reset_module in step.earlier:
+        parts.append(_passed_line(lesson, reset_module))
     if step.lesson is not None and step.result is not None:
         if step.result.passed:
-            parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.", style="bold green"))
+            parts.append(_passed_line(step.lesson, step.recheck_of))
         elif step.introduced is None:
             parts.append(result_screen(step.lesson, step.result, session))
     if step.introduced is not None:
@@ -212,6 +216,15 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
     if step.finished:
         parts.append(finish(session.catalog, session))
     return Group(*parts)
+
+
+def _passed_line(lesson: Lesson, recheck_of: str) -> Text:
+    if recheck_of:
+        return Text(
+            f"✔ Lesson {lesson.id} re-checked and passed (it uses {recheck_of}.py, which was reset).",
+            style="green",
+        )
+    return Text(f"✔ Lesson {lesson.id} passed: {lesson.title}.", style="bold green")
 
 
 def finish(catalog: Catalog, session: Session | None = None) -> RenderableType:
@@ -273,6 +286,8 @@ def lesson_list(session: Session) -> RenderableType:
     for lesson in session.catalog.lessons:
         if not lesson.available:
             label = "coming soon"
+        elif session.state.needs_recheck(lesson.module):
+            label = "needs re-check"
         elif lesson is current and session.state.status(lesson.module) != "failed":
             label = "current"
         else:
