@@ -121,7 +121,10 @@ def show_(
     if attention_map:
         show(maps.maps_screen(progress.attention_maps(session, chosen)))
     else:
-        show(screens.lesson_page(chosen, session))
+        from course.cli.reference import terms_of
+        from course.render.glossary import lesson_terms
+
+        show(screens.lesson_page(chosen, session), lesson_terms(terms_of(chosen.id)))
 
 
 def hint(
