@@ -308,3 +308,10 @@ def test_reset_marks_the_passed_lessons_that_use_it_and_next_rechecks_them_on_th
     assert "Lesson 05" in done  # lesson 4 passed and never used lesson 2: the next new lesson
     state = json.loads(path.read_text())["lessons"]
     assert state["l03_attention"]["recheck_after"] == "" and state["l03_attention"]["status"] == "passed"
+
+
+def test_a_lessons_screen_names_its_glossary_terms(workspace, monkeypatch):
+    monkeypatch.chdir(workspace)
+    done = CliRunner().invoke(app, ["show", "6"], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert done.exit_code == 0
+    assert "Glossary: self-attention, cross-attention, multi-head attention" in done.output
