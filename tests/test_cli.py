@@ -301,6 +301,8 @@ def test_reset_marks_the_passed_lessons_that_use_it_and_next_rechecks_them_on_th
         if row.strip()[:2].isdigit()
     }
     assert "needs re-check" in rows["03"] and "passed" in rows["04"] and "current" in rows["02"]
+    page = " ".join(CliRunner().invoke(app, ["show", "3"], env=env).output.split())
+    assert "Needs a re-check: it uses l02_softmax.py, which was reset since it passed." in page
     shutil.copy(SOLUTIONS / "l02_softmax.py", workspace)
     done = " ".join(course("next", cwd=workspace).stdout.split())
     assert "Lesson 02 passed" in done

@@ -257,7 +257,10 @@ def watch_screen(
     from rich.progress_bar import ProgressBar
 
     available = session.catalog.available()
-    passed = sum(session.state.status(each.module) == "passed" for each in available)
+    passed = sum(
+        session.state.status(each.module) == "passed" and not session.state.needs_recheck(each.module)
+        for each in available
+    )
     keys = Text(
         "watching your files · n next lesson (when green) · h hint · l list · r re-run · q quit", style="dim"
     )
@@ -315,7 +318,16 @@ def lesson_page(lesson: Lesson, session: Session) -> RenderableType:
         table.add_row(Text(exercise.name), status(label), f"{seen}/{len(exercise.hints)}")
     if not lesson.available:
         return Text(f"{lesson_heading(lesson)} is coming soon: its files are not written yet.")
-    return Group(notices(session), intro(lesson, session), table)
+    parts: list[RenderableType] = [notices(session), intro(lesson, session), table]
+    if progress is not None and progress.recheck_after:
+        parts.append(
+            Text(
+                f"Needs a re-check: it uses {progress.recheck_after}.py, which was reset since it "
+                f"passed. `course check {lesson.number}` re-checks it.",
+                style="yellow",
+            )
+        )
+    return Group(*parts)
 
 
 def hint_screen(reveal: HintReveal, again: str = "run the same command again") -> RenderableType:
