@@ -36,9 +36,10 @@ class Session:
         self.state = state_file.update(self.workspace.state_path, change, fallback=self.state)
 
     def current(self) -> Lesson | None:
-        """The first available lesson not passed yet; None once every one has passed."""
+        """The first available lesson not passed yet (or needing a re-check); None once every
+        one has passed."""
         for lesson in self.catalog.available():
-            if self.state.status(lesson.module) != PASSED:
+            if self.state.status(lesson.module) != PASSED or self.state.needs_recheck(lesson.module):
                 return lesson
         return None
 
@@ -125,6 +126,7 @@ def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> Non
     progress.status = result.status
     progress.exercises = {e.name: e.status for e in result.exercises}
     progress.checked_at = state_file.now()
+    progress.recheck_after = ""
     if result.passed and not progress.passed_at:
         progress.passed_at = progress.checked_at
 
@@ -148,7 +150,14 @@ def grade(lesson: Lesson, folder: Path) -> LessonResult:
 
 def check(session: Session, lesson: Lesson) -> LessonResult:
     """Grade one lesson of the workspace and remember the result."""
+    before = session.state.lessons.get(lesson.module)
+    reset_before = before.recheck_after if before else ""
     result = grade(lesson, session.workspace.root)
+    if not result.passed and not result.note and reset_before:
+        result.note = (
+            f"This lesson had passed, but it uses {reset_before}.py, which was reset since: "
+            "it passes again once both files work together."
+        )
     if not result.passed and not result.note:
         pending = [m for m in result.uses if session.state.status(m) != PASSED]
         if pending:
@@ -167,6 +176,12 @@ class NextStep:
     introduced: Lesson | None  # the lesson to work on now, when it is a new one
     finished: bool  # every lesson passed, confirmed by re-grading them all
     welcome: bool = False  # the learner's very first `course next`
+    # A lesson needing a re-check (an earlier lesson it uses was reset) is re-checked on the
+    # way: ``earlier`` are the lessons that passed before ``lesson`` in this step, each with the
+    # module whose reset asked for its re-check ("" when none did); ``recheck_of`` is that
+    # module for ``lesson`` itself.
+    earlier: list[tuple[Lesson, str]] = field(default_factory=list)
+    recheck_of: str = ""
 
 
 def next_step(session: Session) -> NextStep:
@@ -178,15 +193,24 @@ def next_step(session: Session) -> NextStep:
     lesson = session.current()
     if lesson is None:
         return _finish_or_reopen(session, welcome)
+    reason = session.state.lesson(lesson.module).recheck_after
     result = check(session, lesson)
-    if not result.passed:
-        introduce = lesson if result.status == "not-started" else None
-        return NextStep(lesson, result, introduce, finished=False, welcome=welcome)
+    earlier: list[tuple[Lesson, str]] = []
     upcoming = session.current()
-    if upcoming is None:
+    # A lesson that passed before an earlier one it uses was reset is re-checked on the way
+    # rather than introduced as new: it moves on at once when the learner's files still agree.
+    while result.passed and upcoming is not None and session.state.needs_recheck(upcoming.module):
+        earlier.append((lesson, reason))
+        lesson, reason = upcoming, session.state.lesson(upcoming.module).recheck_after
+        result = check(session, lesson)
+        upcoming = session.current()
+    introduced, finished = upcoming, False
+    if not result.passed:
+        introduced = lesson if result.status == "not-started" else None
+    elif upcoming is None:
         step = _finish_or_reopen(session, welcome)
-        return NextStep(lesson, result, step.introduced, step.finished, welcome)
-    return NextStep(lesson, result, upcoming, finished=False, welcome=welcome)
+        introduced, finished = step.introduced, step.finished
+    return NextStep(lesson, result, introduced, finished, welcome, earlier, reason)
 
 
 def _finish_or_reopen(session: Session, welcome: bool) -> NextStep:
@@ -232,18 +256,35 @@ def reveal_hint(session: Session, lesson: Lesson, exercise: str | None = None) -
     return HintReveal(lesson, chosen.name, list(chosen.hints[:shown]), len(chosen.hints), new)
 
 
-def reset(session: Session, lesson: Lesson) -> Path | None:
-    """Restore the pristine skeleton; the learner's file is kept in ``.course/backups/``."""
+@dataclass
+class ResetDone:
+    saved: Path | None  # the learner's previous file, kept in ``.course/backups/``
+    recheck: list[Lesson]  # passed lessons that use the reset one: they need a re-check now
+
+
+def reset(session: Session, lesson: Lesson) -> ResetDone:
+    """Restore the pristine skeleton; the learner's file is kept in ``.course/backups/``. The
+    passed lessons that use this one (directly or through another) are marked as needing a
+    re-check: their pass was earned with the file just replaced."""
+    from course.dependencies import dependents
+
     saved = ws.backup(session.workspace, lesson)
     ws.restore_skeleton(session.workspace, lesson)
+    users = [each.module for each in dependents(session.catalog, lesson)]
+    marked: list[str] = []
 
     def restart(state: state_file.State) -> None:
         _place(state, [lesson.module])
         progress = state.lesson(lesson.module)
-        progress.status, progress.exercises = "not-started", {}
+        progress.status, progress.exercises, progress.recheck_after = "not-started", {}, ""
+        marked.clear()
+        for module in users:
+            if state.status(module) == PASSED:
+                state.lesson(module).recheck_after = lesson.module
+                marked.append(module)
 
     session.update(restart)
-    return saved
+    return ResetDone(saved, [each for each in session.catalog.lessons if each.module in marked])
 
 
 def solution_text(session: Session, lesson: Lesson, peek: bool) -> str | None:

@@ -42,6 +42,9 @@ class LessonProgress:
     passed_at: str = ""
     hints: dict[str, int] = field(default_factory=dict)  # exercise -> tiers revealed
     solution_peeked: bool = False
+    # Set when an earlier lesson this one uses was reset after it passed (that lesson's module):
+    # the pass no longer vouches for the code, so it needs a re-check; any check clears it.
+    recheck_after: str = ""
 
 
 @dataclass
@@ -57,6 +60,11 @@ class State:
     def status(self, module: str) -> str:
         progress = self.lessons.get(module)
         return progress.status if progress else "not-started"
+
+    def needs_recheck(self, module: str) -> bool:
+        """True when a lesson this one uses was reset since it was last checked."""
+        progress = self.lessons.get(module)
+        return bool(progress and progress.recheck_after)
 
 
 def now() -> str:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from course.catalog import load_catalog
 from course.cli import app
+from course.lesson_source import without_markers
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 
@@ -125,9 +126,16 @@ def test_solution_is_hidden_until_passed_and_a_peek_is_recorded(workspace):
     hidden = course("solution", "1", cwd=workspace)
     assert hidden.returncode == 1 and "--peek" in hidden.stdout and "def linear" not in hidden.stdout
     peek = course("solution", "1", "--peek", cwd=workspace)
-    assert peek.returncode == 0 and "def linear" in peek.stdout and "recorded" in peek.stdout
+    assert peek.returncode == 0 and "def linear" in peek.stdout and "recorded" in peek.stderr
     state = json.loads((workspace / ".course" / "state.json").read_text())
     assert state["lessons"]["l01_projections"]["solution_peeked"] is True
+
+
+def test_solution_to_a_pipe_is_the_source_byte_for_byte_even_at_a_narrow_width(workspace):
+    done = course("solution", "6", "--peek", cwd=workspace, env={"COLUMNS": "40"})
+    expected = without_markers((SOLUTIONS / "l06_multi_head.py").read_text(encoding="utf-8"))
+    assert max(map(len, expected.splitlines())) > 40  # lines that a 40-column screen would wrap
+    assert done.returncode == 0 and done.stdout == expected
 
 
 @pytest.mark.parametrize("content", ["{not json", "", '{"format": 7}'])
@@ -271,3 +279,41 @@ def test_a_failing_multi_head_check_shows_the_shape_trace(workspace):
     flat = " ".join(done.stdout.split())
     assert done.returncode == 1 and "Shapes through your code" in flat
     assert "split_heads gave (B, T, H, K) where (B, H, T, K) was expected" in flat
+
+
+def test_reset_marks_the_passed_lessons_that_use_it_and_next_rechecks_them_on_the_way(workspace, monkeypatch):
+    for module in ("l01_projections", "l02_softmax", "l03_attention", "l04_masks"):
+        shutil.copy(SOLUTIONS / f"{module}.py", workspace)
+    path = workspace / ".course" / "state.json"
+    saved = dict(json.loads(path.read_text()), welcomed=True)
+    for module in ("l01_projections", "l02_softmax", "l03_attention", "l04_masks"):
+        saved["lessons"][module] = {"status": "passed"}
+    path.write_text(json.dumps(saved))
+    monkeypatch.chdir(workspace)
+    env = {"NO_COLOR": "1", "COLUMNS": "120"}
+    reset = CliRunner().invoke(app, ["reset", "2"], env=env)
+    assert reset.exit_code == 0 and "Lesson 03 uses lesson 02, so its pass needs a re-check" in " ".join(
+        reset.output.split()
+    )
+    rows = {
+        row.split()[0]: row
+        for row in CliRunner().invoke(app, ["list"], env=env).output.splitlines()
+        if row.strip()[:2].isdigit()
+    }
+    assert "needs re-check" in rows["03"] and "passed" in rows["04"] and "current" in rows["02"]
+    page = " ".join(CliRunner().invoke(app, ["show", "3"], env=env).output.split())
+    assert "Needs a re-check: it uses l02_softmax.py, which was reset since it passed." in page
+    shutil.copy(SOLUTIONS / "l02_softmax.py", workspace)
+    done = " ".join(course("next", cwd=workspace).stdout.split())
+    assert "Lesson 02 passed" in done
+    assert "Lesson 03 re-checked and passed (it uses l02_softmax.py, which was reset)" in done
+    assert "Lesson 05" in done  # lesson 4 passed and never used lesson 2: the next new lesson
+    state = json.loads(path.read_text())["lessons"]
+    assert state["l03_attention"]["recheck_after"] == "" and state["l03_attention"]["status"] == "passed"
+
+
+def test_a_lessons_screen_names_its_glossary_terms(workspace, monkeypatch):
+    monkeypatch.chdir(workspace)
+    done = CliRunner().invoke(app, ["show", "6"], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert done.exit_code == 0
+    assert "Glossary: self-attention, cross-attention, multi-head attention" in done.output

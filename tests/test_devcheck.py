@@ -366,3 +366,14 @@ def test_a_todo_step_or_an_early_hint_that_writes_the_numpy_call_is_reported(rep
     )
     after = devcheck.check(repo, grade=False)
     assert not [p for p in after if p.file == "course/catalog.toml" and p.message.startswith("linear's")]
+
+
+def test_the_glossary_is_checked_against_the_copys_catalog(repo):
+    """The cut copy has no glossary (nothing to check); given the course's, every lesson it names
+    beyond the copy's six is reported, and the numbers of those lessons are not evaluated."""
+    shutil.copy(REPO / "course" / "glossary.toml", repo / "course" / "glossary.toml")
+    found = [problem for problem in devcheck.check(repo, grade=False) if problem.id.startswith("glossary-")]
+    assert found and {problem.id for problem in found} == {"glossary-lesson"}
+    assert "The term 'head pruning' names lesson '11', which the catalog does not list." in [
+        problem.message for problem in found
+    ]

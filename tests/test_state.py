@@ -47,3 +47,13 @@ def test_saved_state_is_plain_sorted_json(tmp_path):
     path = tmp_path / "state.json"
     state.save(state.State(), path)
     assert json.loads(path.read_text()) == {"format": 1, "lessons": {}, "placed": [], "welcomed": False}
+
+
+def test_a_state_from_before_recheck_marks_loads_and_needs_no_recheck(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text('{"format": 1, "lessons": {"l03_attention": {"status": "passed"}}}')
+    loaded = state.load(path)
+    assert loaded.status("l03_attention") == "passed" and not loaded.needs_recheck("l03_attention")
+    loaded.lesson("l03_attention").recheck_after = "l02_softmax"
+    state.save(loaded, path)
+    assert state.load(path).needs_recheck("l03_attention")

@@ -57,7 +57,6 @@ class Terminal:
                 except OSError:  # the program ended
                     break
         assert text in self.screen
-        return time.monotonic()
 
     def send(self, keys):
         self.screen = ""
@@ -83,16 +82,18 @@ def test_watch_redraws_after_a_save_and_moves_on_with_n_when_green(workspace, mo
     terminal = Terminal(workspace, *mode)
     try:
         terminal.expect("0 of 18 checks passed")
+        terminal.expect("every save is checked again. Stuck? Press h for a hint.")
         terminal.send("n")  # not green yet: it says so and stays
-        terminal.expect("not green yet")
+        terminal.expect("not green yet: n moves on")
         terminal.screen = ""
-        saved = time.monotonic()
         shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
-        redrawn = terminal.expect("18 of 18 checks passed")
-        assert redrawn - saved < 5, f"redrawn {redrawn - saved:.1f} s after the save"
+        # The save alone redraws the screen (no key is pressed); 60 s only guards against a hang.
+        terminal.expect("18 of 18 checks passed", seconds=60)
+        terminal.expect("Lesson 1 passed. Press n for the next lesson.")
         terminal.expect(f"1 of {len(load_catalog().available())} lessons passed")
         terminal.send("h")
         terminal.expect("Hints for")
+        terminal.expect("press h again")
         terminal.send("n")
         terminal.expect("Lesson 02")
         terminal.send("q")

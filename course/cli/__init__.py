@@ -1,6 +1,7 @@
 """The `course` command: one typer app assembled from the command modules.
 
-``learner`` (init, next, check, list, show, hint, reset, solution), ``bench``, ``watch``, ``notebooks``,
+``learner`` (init, next, check, list, show, hint, reset, solution), ``reference`` (glossary,
+faq), ``bench``, ``watch``, ``notebooks``,
 ``instructor`` (submit, grade, classroom) and ``dev`` (maintainers) each add their commands with
 ``register(app)``; ``common`` holds what they share. Commands call ``progress`` and the
 instructor services, and print what ``course.render`` builds.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from course.cli import bench, dev, instructor, learner, notebooks, watch
+from course.cli import bench, dev, instructor, learner, notebooks, reference, watch
 from course.cli.common import new_app
 
 app = new_app(
@@ -19,7 +20,7 @@ app = new_app(
     "Implement multi-head attention from scratch in numpy, one lesson at a time.\n\n"
     "Start with `course next`: it creates your workspace and tells you what to do.",
 )
-for _module in (learner, bench, watch, dev, notebooks, instructor):
+for _module in (learner, reference, bench, watch, dev, notebooks, instructor):
     _module.register(app)
 
 

@@ -121,7 +121,10 @@ def show_(
     if attention_map:
         show(maps.maps_screen(progress.attention_maps(session, chosen)))
     else:
-        show(screens.lesson_page(chosen, session))
+        from course.cli.reference import terms_of
+        from course.render.glossary import lesson_terms
+
+        show(screens.lesson_page(chosen, session), lesson_terms(terms_of(chosen.id)))
 
 
 def hint(
@@ -147,10 +150,18 @@ def reset(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
-    saved = progress.reset(session, chosen)
+    done = progress.reset(session, chosen)
     where = session.workspace.display(session.workspace.lesson_file(chosen))
-    kept = f" Your previous version is in {session.workspace.display(saved)}." if saved else ""
+    kept = f" Your previous version is in {session.workspace.display(done.saved)}." if done.saved else ""
     show(f"{where} is a fresh skeleton again.{kept}")
+    if done.recheck:
+        numbers = ", ".join(each.id for each in done.recheck)
+        many = len(done.recheck) > 1
+        which = f"Lessons {numbers} use" if many else f"Lesson {numbers} uses"
+        show(
+            f"{which} lesson {chosen.id}, so {'their passes need' if many else 'its pass needs'} a "
+            "re-check: `course next` re-checks on the way, `course check --all` at once."
+        )
 
 
 def solution(
@@ -176,6 +187,11 @@ def solution(
             "anyway and records that you peeked.",
             1,
         )
+    if not sys.stdout.isatty():  # to a file or a pipe: the source byte for byte, never wrapped
+        if peeked:
+            sys.stderr.write("Peeking before the lesson passed: this is recorded in your progress.\n")
+        sys.stdout.write(source)
+        return
     show(screens.solution_screen(chosen, source, peeked))
 
 

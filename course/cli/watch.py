@@ -43,14 +43,16 @@ def watch(
         if key == "r":
             draw()
         elif key == "h":
-            draw(False, render.hint_screen(progress.reveal_hint(session, view["lesson"])))
+            reveal = progress.reveal_hint(session, view["lesson"])
+            draw(False, render.hint_screen(reveal, again="press h again"))
         elif key == "l":
             draw(False, render.lesson_list(session))
         elif key == "n" and not view["result"].passed:
             draw(
                 False,
                 render.info(
-                    f"Lesson {view['lesson'].number} is not green yet: `n` moves on once every check passes."
+                    f"Lesson {view['lesson'].number} is not green yet: n moves on once every check "
+                    "passes (r re-checks it now)."
                 ),
             )
         elif key == "n":

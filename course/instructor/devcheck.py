@@ -19,6 +19,7 @@ from pathlib import Path
 
 from course.catalog import Catalog, Lesson
 from course.engine import integrity
+from course.instructor.glossary_checks import glossary_problems
 from course.instructor.grading_checks import skeleton_grade_problems, solution_grade_problems
 from course.instructor.repository import REPO, Problem, lesson_files, optional_files, read_catalog
 from course.instructor.source_checks import parse_source, source_problems, todo_problems
@@ -48,7 +49,7 @@ def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
     problems = catalog_problems(catalog) + stray_files(root, catalog)
     for lesson in catalog.lessons:
         problems += lesson_problems(root, lesson, grade)
-    return problems + manifest_problems(root)
+    return problems + manifest_problems(root) + glossary_problems(root, catalog)
 
 
 def catalog_problems(catalog: Catalog) -> list[Problem]:

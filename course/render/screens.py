@@ -28,6 +28,7 @@ STYLE = {
     "timeout": "magenta",
     "coming soon": "dim",
     "current": "cyan",
+    "needs re-check": "yellow",
 }
 MARK = {
     "passed": "✔",
@@ -37,6 +38,7 @@ MARK = {
     "timeout": "⧗",
     "coming soon": "·",
     "current": "▸",
+    "needs re-check": "↻",
 }
 # C0 and C1 control characters (escape sequences start with them) and the bidirectional
 # overrides that can make text read differently from what it is; tabs and newlines are kept.
@@ -76,8 +78,11 @@ def lesson_heading(lesson: Lesson) -> str:
     return f"Lesson {lesson.id} · {lesson.title}"
 
 
-def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> RenderableType:
-    """What `course check` shows: a line per exercise, then the first problem in full."""
+def result_screen(
+    lesson: Lesson, result: LessonResult, session: Session, watching: bool = False
+) -> RenderableType:
+    """What `course check` shows: a line per exercise, then the first problem in full; under
+    `course watch` (``watching``) the last line names watch's keys instead of commands."""
     counts = result.counts()
     total = sum(counts.values())
     head = Text.assemble(
@@ -122,14 +127,17 @@ def result_screen(lesson: Lesson, result: LessonResult, session: Session) -> Ren
                 border_style="dim",
             )
         )
-    parts.append(_what_now(lesson, result, session))
+    parts.append(_what_now(lesson, result, session, watching))
     return Group(*parts)
 
 
-def _what_now(lesson: Lesson, result: LessonResult, session: Session) -> Text:
+def _what_now(lesson: Lesson, result: LessonResult, session: Session, watching: bool = False) -> Text:
     if result.passed:
-        return Text(f"Lesson {lesson.number} passed. `course next` moves on.", style="green")
+        move_on = "Press n for the next lesson." if watching else "`course next` moves on."
+        return Text(f"Lesson {lesson.number} passed. {move_on}", style="green")
     path = session.workspace.display(session.workspace.lesson_file(lesson))
+    if watching:
+        return Text(f"Edit {path}: every save is checked again. Stuck? Press h for a hint.")
     return Text(
         f"Edit {path}, then `course check {lesson.number}` again. "
         f"Stuck? `course hint {lesson.number}` reveals a hint."
@@ -196,9 +204,11 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
     parts: list[RenderableType] = [notices(session)]
     if step.welcome:
         parts.append(welcome(session))
+    for lesson, reset_module in step.earlier:
+        parts.append(_passed_line(lesson, reset_module))
     if step.lesson is not None and step.result is not None:
         if step.result.passed:
-            parts.append(Text(f"✔ Lesson {step.lesson.id} passed: {step.lesson.title}.", style="bold green"))
+            parts.append(_passed_line(step.lesson, step.recheck_of))
         elif step.introduced is None:
             parts.append(result_screen(step.lesson, step.result, session))
     if step.introduced is not None:
@@ -206,6 +216,15 @@ def next_screen(step: NextStep, session: Session) -> RenderableType:
     if step.finished:
         parts.append(finish(session.catalog, session))
     return Group(*parts)
+
+
+def _passed_line(lesson: Lesson, recheck_of: str) -> Text:
+    if recheck_of:
+        return Text(
+            f"✔ Lesson {lesson.id} re-checked and passed (it uses {recheck_of}.py, which was reset).",
+            style="green",
+        )
+    return Text(f"✔ Lesson {lesson.id} passed: {lesson.title}.", style="bold green")
 
 
 def finish(catalog: Catalog, session: Session | None = None) -> RenderableType:
@@ -238,7 +257,10 @@ def watch_screen(
     from rich.progress_bar import ProgressBar
 
     available = session.catalog.available()
-    passed = sum(session.state.status(each.module) == "passed" for each in available)
+    passed = sum(
+        session.state.status(each.module) == "passed" and not session.state.needs_recheck(each.module)
+        for each in available
+    )
     keys = Text(
         "watching your files · n next lesson (when green) · h hint · l list · r re-run · q quit", style="dim"
     )
@@ -247,7 +269,7 @@ def watch_screen(
         ProgressBar(total=len(available), completed=passed, width=30),
         Text(f"{passed} of {len(available)} lessons passed"),
     )
-    parts: list[RenderableType] = [keys, result_screen(lesson, result, session), bar]
+    parts: list[RenderableType] = [keys, result_screen(lesson, result, session, watching=True), bar]
     if extra is not None:
         parts.append(extra)
     return Group(*parts)
@@ -267,6 +289,8 @@ def lesson_list(session: Session) -> RenderableType:
     for lesson in session.catalog.lessons:
         if not lesson.available:
             label = "coming soon"
+        elif session.state.needs_recheck(lesson.module):
+            label = "needs re-check"
         elif lesson is current and session.state.status(lesson.module) != "failed":
             label = "current"
         else:
@@ -294,10 +318,21 @@ def lesson_page(lesson: Lesson, session: Session) -> RenderableType:
         table.add_row(Text(exercise.name), status(label), f"{seen}/{len(exercise.hints)}")
     if not lesson.available:
         return Text(f"{lesson_heading(lesson)} is coming soon: its files are not written yet.")
-    return Group(notices(session), intro(lesson, session), table)
+    parts: list[RenderableType] = [notices(session), intro(lesson, session), table]
+    if progress is not None and progress.recheck_after:
+        parts.append(
+            Text(
+                f"Needs a re-check: it uses {progress.recheck_after}.py, which was reset since it "
+                f"passed. `course check {lesson.number}` re-checks it.",
+                style="yellow",
+            )
+        )
+    return Group(*parts)
 
 
-def hint_screen(reveal: HintReveal) -> RenderableType:
+def hint_screen(reveal: HintReveal, again: str = "run the same command again") -> RenderableType:
+    """The hints revealed so far; ``again`` says how to reveal the next one (a command, or
+    watch's key)."""
     hints = Table.grid(padding=(0, 1))
     hints.add_column(no_wrap=True)
     hints.add_column()
@@ -306,7 +341,7 @@ def hint_screen(reveal: HintReveal) -> RenderableType:
         hints.add_row(Text(f"{number}.", style=style), Text(hint, style=style))
     remaining = reveal.total - len(reveal.hints)
     footer = (
-        f"{remaining} more hint{'s' if remaining != 1 else ''}: run the same command again."
+        f"{remaining} more hint{'s' if remaining != 1 else ''}: {again}."
         if remaining
         else "That was the last hint for this exercise."
     )
