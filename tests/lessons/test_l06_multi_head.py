@@ -22,7 +22,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    check_tuple,
+    exercise,
+)
 
 B, T, S, H, K = 2, 3, 5, 4, 6
 D = H * K  # 24
@@ -153,6 +160,12 @@ WRONG_ORDER = Mistake(
 WRONG_ORDER_BIAS = Mistake(
     "wrong-order-bias",
     "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)",
+)
+SHARES_STATE = Mistake(
+    "shares-state",
+    "the result shares memory with the PyTorch state (w_in[:D].T and the like are views of it): "
+    "training the course parameters in place changed the PyTorch weights; copy each array "
+    "(np.array(...) or .copy())",
 )
 
 
@@ -990,6 +1003,38 @@ class TestParamsFromTorch:
         result = lesson.params_from_torch(state, int(case["n_heads"]))
         check_not_modified(lesson, "params_from_torch(state, n_heads)")
         check_converted(result, state, what="params_from_torch(state, n_heads) in float32")
+
+    def test_the_result_holds_copies_not_views_of_the_state(self, lesson):
+        # "Copies, not views" cannot be seen in arrays that come back as bytes. The lesson's
+        # given fine_tune_step converts and subtracts 0.5 from every course array in place, in
+        # the same worker call: a view of the state makes the state change, which the grader
+        # reads back from the input file it owns (lesson.mutated) and in the state returned.
+        for name in ("self", "cross_no_bias_shared_mask"):
+            case = fixtures()[name]
+            state = torch_state(case)
+            what = (
+                f"fine_tune_step(state, {int(case['n_heads'])}) (your params_from_torch, then "
+                "w -= 0.5 in place)"
+            )
+            result = lesson.fine_tune_step(state, int(case["n_heads"]))
+            changed = [label.replace("argument 1", "state") for label in lesson.mutated]
+            back = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else None
+            if isinstance(back, dict) and not changed:
+                changed = [
+                    f"state[{key!r}]"
+                    for key, value in state.items()
+                    if key not in back or not np.array_equal(np.asarray(back[key]), value)
+                ]
+            if changed:
+                raise KnownMistake(
+                    f"{what} changed the state ({', '.join(changed)}).\n"
+                    f"This looks like a known mistake: {SHARES_STATE}.",
+                    SHARES_STATE,
+                )
+            assert back is not None and isinstance(result[0], dict), (
+                f"{what} did not return (params, state): fine_tune_step is given in the lesson "
+                "file; restore it as it was."
+            )
 
     @given(
         d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 2**32 - 1)
