@@ -1,11 +1,18 @@
-"""check_array explains a wrong answer in the learner's terms."""
+"""check_array explains a wrong answer in the learner's terms; a check report shows the most
+explaining failure first."""
 
 import numpy as np
 import pytest
+from rich.console import Console
 
+from course import workspace as ws
+from course.catalog import load_catalog
 from course.engine.protocol import Opaque
+from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
+from course.progress import open_session
+from course.render import screens
 from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
-from tests.helpers import import_lessons, solutions_with_mistake
+from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
 MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale")
@@ -148,3 +155,64 @@ def test_scalars_compare_exactly_and_reject_non_numbers():
         check_scalar(11, 12, what="n")
     with pytest.raises(AssertionError, match="returned a str"):
         check_scalar("12", 12, what="n")
+
+
+def test_failures_are_ordered_named_mistake_then_hand_checked_then_fixed_examples_then_properties():
+    def check(name, kind, mistake=""):
+        return CheckResult(name, "failed", f"{name} failed", mistake=mistake, kind=kind)
+
+    result = LessonResult(
+        "l05_heads",
+        "failed",
+        [
+            ExerciseResult("split_heads", "passed", [CheckResult("ok", "passed")]),
+            ExerciseResult(
+                "merge_heads",
+                "failed",
+                [
+                    check("generated", PROPERTY),
+                    check("random", EXAMPLE),
+                    check("by_hand", HAND_CHECKED),
+                    check("random_named", EXAMPLE, mistake="reversed"),
+                    check("by_hand_named", HAND_CHECKED, mistake="reversed"),
+                ],
+            ),
+        ],
+    )
+    order = [c.name for _, c in result.problems()]
+    assert order == ["by_hand_named", "random_named", "by_hand", "random", "generated"]
+    assert result.first_problem()[1].name == "by_hand_named"
+    assert LessonResult.from_dict(result.to_dict()).problems()[0][1].kind == HAND_CHECKED
+
+
+def render(renderable) -> str:
+    console = Console(record=True, width=120, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_a_merge_in_reverse_head_order_shows_the_hand_checked_case_first_and_verbose_shows_all(tmp_path):
+    # Issue 14: the first failing check was a random (B, H, T, K) case with elided values; the
+    # hand-checked one that explains it ("expected [0. 1. 2. 3.] got [2. 3. 0. 1.]") was hidden.
+    folder = solutions_with_mistake(tmp_path, "l05_heads", "merge_reverse_head_order")
+    result = LessonResult.from_dict(grade_folder(folder, "l05_heads"))
+    exercise, first = result.first_problem()
+    assert (exercise.name, first.name, first.kind) == (
+        "merge_heads",
+        "test_merge_heads_small_case_by_hand",
+        HAND_CHECKED,
+    )
+    assert "expected[0, 0, :] = [0. 1. 2. 3.]\n  got     [0, 0, :] = [2. 3. 0. 1.]" in first.message
+    assert "merged in reverse order" in first.message
+    workspace, _ = ws.init(tmp_path / "workspace", load_catalog())
+    session = open_session(str(workspace.root))
+    lesson = load_catalog().resolve("l05_heads")
+    failing = len(result.problems())
+    short = render(screens.result_screen(lesson, result, session))
+    assert "merge_heads: merge heads small case by hand (hand-checked)" in short
+    assert "[2. 3. 0. 1.]" in short and short.count("returned wrong values") == 1
+    assert f"{failing - 1} more checks not passed: `course check 5 --verbose` shows them all." in short
+    full = render(screens.result_screen(lesson, result, session, verbose=True))
+    assert full.count("merged in reverse order") == failing > 1
+    assert full.index("small case by hand") < full.index("merge heads maps b h t k to b t hk")
+    assert "--verbose" not in full

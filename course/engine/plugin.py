@@ -13,7 +13,16 @@ from typing import Literal, cast
 import pytest
 
 from course.engine import client, protocol
-from course.engine.results import ERROR, FAILED, NOT_STARTED, PASSED, TIMEOUT
+from course.engine.results import (
+    ERROR,
+    EXAMPLE,
+    FAILED,
+    HAND_CHECKED,
+    NOT_STARTED,
+    PASSED,
+    PROPERTY,
+    TIMEOUT,
+)
 
 
 @dataclass
@@ -27,6 +36,7 @@ class Record:
     mistake_id: str = ""  # ... and its id
     misconception: str = ""  # the id of the misconception that mistake shows, if any
     mismatched: str = ""  # a function whose signature did not accept the check's arguments
+    kind: str = EXAMPLE  # hand-checked, example or property (results.KINDS), from markers
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -89,6 +99,7 @@ class GradingPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
+        config.addinivalue_line("markers", "hand_checked: a small case whose answer is worked out by hand")
         from course.engine import testing  # registers the derandomised "grading" profile
 
         if testing.settings is not None:
@@ -106,11 +117,14 @@ class GradingPlugin:
 
         for item in items:
             function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
-            if function is not None and getattr(function, "is_hypothesis_test", False):
+            generated = bool(getattr(function, "is_hypothesis_test", False))
+            if function is not None and generated:
                 seed(GRADING_SEED)(function)  # the same examples on every run
             marker = item.get_closest_marker("exercise")
             exercise = marker.args[0] if marker and marker.args else "?"
-            self.records[item.nodeid] = Record(exercise=exercise, name=item.name)
+            kind = HAND_CHECKED if item.get_closest_marker("hand_checked") else EXAMPLE
+            kind = PROPERTY if generated else kind
+            self.records[item.nodeid] = Record(exercise=exercise, name=item.name, kind=kind)
         try:
             self.import_report = self.learner.import_report()
             if not self.import_report.get("ok"):

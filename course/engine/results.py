@@ -15,6 +15,14 @@ ERROR = "error"
 TIMEOUT = "timeout"
 STATUSES = (PASSED, FAILED, NOT_STARTED, ERROR, TIMEOUT)
 
+# What kind of case a check is (data set by the grading test's markers, never read from its
+# name or message): a small case worked out by hand explains a failure best, a property tried
+# on generated inputs least. The order is the order failures are shown in.
+HAND_CHECKED = "hand-checked"
+EXAMPLE = "example"  # fixed inputs, often random numbers of a fixed seed
+PROPERTY = "property"  # generated inputs (hypothesis)
+KINDS = (HAND_CHECKED, EXAMPLE, PROPERTY)
+
 
 @dataclass
 class CheckResult:
@@ -24,6 +32,11 @@ class CheckResult:
     mistake: str = ""  # set when the answer reproduces a named classic mistake: its sentence
     misconception: str = ""  # the id of the named misconception that mistake shows
     mistake_id: str = ""  # the id of that classic mistake (data; ``mistake`` is for people)
+    kind: str = EXAMPLE  # one of KINDS: how telling a failure of this check is
+
+    def rank(self) -> tuple[int, int]:
+        """Sort key of a failure: a named mistake first, then by kind (hand-checked first)."""
+        return (0 if self.mistake else 1, KINDS.index(self.kind) if self.kind in KINDS else len(KINDS))
 
 
 @dataclass
@@ -57,15 +70,20 @@ class LessonResult:
                 counts[check.status] += 1
         return counts
 
-    def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
-        """What to work on next: in the first exercise not passed, a check that names a known
-        mistake if there is one (it explains the most), else its first check not passed."""
+    def problems(self) -> list[tuple[ExerciseResult, CheckResult]]:
+        """Every check not passed, exercise by exercise, the most explaining first within an
+        exercise: one that names a known mistake, then hand-checked cases, then fixed examples,
+        then properties on generated inputs (``CheckResult.rank``); ties keep the file's order."""
+        found = []
         for exercise in self.exercises:
-            problems = [check for check in exercise.checks if check.status != PASSED]
-            if problems:
-                named = [check for check in problems if check.mistake]
-                return exercise, (named or problems)[0]
-        return None
+            failing = [check for check in exercise.checks if check.status != PASSED]
+            found += [(exercise, check) for check in sorted(failing, key=CheckResult.rank)]
+        return found
+
+    def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
+        """What to work on next: the most explaining failure of the first exercise not passed."""
+        problems = self.problems()
+        return problems[0] if problems else None
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -25,6 +25,9 @@ from course.engine.protocol import Opaque
 
 exercise = pytest.mark.exercise
 """``@exercise("softmax")`` ties a test (or a class of tests) to one exercise of the catalog."""
+hand_checked = pytest.mark.hand_checked
+"""``@hand_checked`` marks a small case whose answer is worked out by hand in the test: when it
+fails it explains the mistake best, so it is shown before random and generated cases."""
 
 try:  # hypothesis is a dependency, but the engine must not fall over if it is missing
     from hypothesis import HealthCheck, Phase, settings

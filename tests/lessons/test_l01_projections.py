@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, exercise, hand_checked
 
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
 
@@ -84,6 +84,7 @@ class TestLinear:
             mistakes={W_TRANSPOSED: lambda: x @ w.T + b},
         )
 
+    @hand_checked
     def test_linear_small_case_by_hand(self, lesson):
         x = np.array([[1.0, 2.0]])  # (1, 2)
         w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])  # (2, 3)
@@ -182,6 +183,7 @@ class TestHeadProjections:
             },
         )
 
+    @hand_checked
     def test_head_projections_small_case_by_hand(self, lesson):
         x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
         w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])  # head 0 reads d=0, head 1 reads d=1
@@ -260,6 +262,7 @@ class TestFuseHeadWeights:
             },
         )
 
+    @hand_checked
     def test_fused_weight_small_case_by_hand(self, lesson):
         w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
         expected = np.array([[1.0, 3.0], [2.0, 4.0]])  # column h is head h

@@ -13,7 +13,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import (
+    Mistake,
+    check_array,
+    check_not_modified,
+    check_tuple,
+    exercise,
+    hand_checked,
+)
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
 
@@ -360,6 +367,7 @@ class TestAttentionScores:
             mistakes=scale_mistakes(q, k),
         )
 
+    @hand_checked
     def test_scores_small_case_by_hand(self, lesson):
         q = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
         k = np.array([[1.0, 0.0, 1.0, 0.0], [2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
@@ -486,6 +494,7 @@ class TestScaledDotProductAttention:
             what="scaled_dot_product_attention(q, k, v) with q (2, 4, 6), k (2, 5, 6), v (2, 5, 7)",
         )
 
+    @hand_checked
     def test_attention_small_case_by_hand(self, lesson):
         q = np.array(
             [[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]]

@@ -29,6 +29,7 @@ from course.engine.testing import (
     check_not_modified,
     check_tuple,
     exercise,
+    hand_checked,
 )
 
 B, T, S, H, K = 2, 3, 5, 4, 6
@@ -424,6 +425,7 @@ class TestMultiHeadAttention:
             what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
         )
 
+    @hand_checked
     def test_small_case_by_hand(self, lesson):
         # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
         # head 1's, feature 2 the value of both heads.
@@ -745,6 +747,7 @@ class TestMultiHeadAttentionLoop:
             what="multi_head_attention_loop(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
         )
 
+    @hand_checked
     def test_loop_small_case_by_hand(self, lesson):
         # The case of test_small_case_by_hand: heads [7] and [6], Concat [7, 6] @ w_o + b_o.
         x_q = np.array([[[1.0, 1.0, 0.0]]])
@@ -944,6 +947,7 @@ class TestParamsFromTorch:
             result, state, what="params_from_torch(state of MultiheadAttention(20, 4), n_heads=4)"
         )
 
+    @hand_checked
     def test_params_from_torch_small_case_by_hand(self, lesson):
         state = {
             "in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2

@@ -32,6 +32,7 @@ from course.engine.testing import (
     check_scalar,
     check_tuple,
     exercise,
+    hand_checked,
 )
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7
@@ -436,6 +437,7 @@ class TestKvHeadForQueryHead:
             mistakes=map_mistakes(H, G),
         )
 
+    @hand_checked
     def test_consecutive_query_heads_share_a_kv_head_by_hand(self, lesson):
         # H = 6, G = 3: groups of 6 // 3 = 2 consecutive query heads -> [0, 0, 1, 1, 2, 2]
         # (i % 3 would give [0, 1, 2, 0, 1, 2], i // 3 would give [0, 0, 0, 1, 1, 1])
@@ -520,6 +522,7 @@ class TestRepeatKv:
             mistakes=repeat_mistakes(x, N_REP),
         )
 
+    @hand_checked
     def test_repeat_kv_small_case_by_hand(self, lesson):
         x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1)  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
         # each head twice, in place: 10, 10, 20, 20, 30, 30 (np.tile: 10, 20, 30, 10, 20, 30)
@@ -609,6 +612,7 @@ class TestGroupedQueryAttention:
         )
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
+    @hand_checked
     def test_gqa_small_case_by_hand(self, lesson):
         # H = 4 query heads, G = 2 key/value heads, K = 1, D = 4; one query, two keys.
         # Every query head asks q = ln 3. kv head 0 has keys [1, 0] and values [4, 0]; kv head 1
@@ -658,6 +662,7 @@ class TestGroupedQueryAttention:
             },
         )
 
+    @hand_checked
     def test_mqa_small_case_by_hand(self, lesson):
         # H = 2 query heads share G = 1 key/value head; K = 1, D = 2, w_q and w_o the identity.
         # keys [ln 3, 0], values [4, 8]; query head 0 asks 1, query head 1 asks 2:

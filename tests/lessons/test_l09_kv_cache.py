@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise, hand_checked
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K  # 12
@@ -455,6 +455,7 @@ class TestKvCacheBytes:
             mistakes=bytes_mistakes(1, 1, 1, 1, 1),
         )
 
+    @hand_checked
     def test_kv_cache_bytes_small_case_by_hand(self, lesson):
         # every factor a different prime, so each missing factor gives a different number:
         # 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120
@@ -577,6 +578,7 @@ class TestDecodeStep:
             "n_kv_heads=2)",
         )
 
+    @hand_checked
     def test_new_token_attends_to_the_cache_and_to_itself_small_case_by_hand(self, lesson):
         one = np.array([[1.0]])
         params = {"w_q": one, "w_k": one, "w_v": one, "w_o": one, "b_v": np.array([6.0])}
