@@ -149,6 +149,7 @@ def grade(lesson: Lesson, folder: Path) -> LessonResult:
 def check(session: Session, lesson: Lesson) -> LessonResult:
     """Grade one lesson of the workspace and remember the result."""
     result = grade(lesson, session.workspace.root)
+    result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
     if not result.passed and not result.note:
         pending = [m for m in result.uses if session.state.status(m) != PASSED]
         if pending:

@@ -9,9 +9,9 @@ from course import workspace as ws
 from course.catalog import load_catalog
 from course.engine.protocol import Opaque
 from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
+from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
 from course.progress import open_session
 from course.render import screens
-from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
 from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
@@ -216,3 +216,27 @@ def test_a_merge_in_reverse_head_order_shows_the_hand_checked_case_first_and_ver
     assert full.count("merged in reverse order") == failing > 1
     assert full.index("small case by hand") < full.index("merge heads maps b h t k to b t hk")
     assert "--verbose" not in full
+
+
+def test_an_error_raised_in_an_earlier_lesson_points_at_the_call_in_this_one(tmp_path):
+    # Issue 14: lesson 6 with v not split into heads failed inside the learner's correct
+    # lesson-1/3 code, and the traceback ended there, as if that file were wrong.
+    folder = solutions_with_mistake(tmp_path, "l06_multi_head", "values_not_split_into_heads")
+    result = LessonResult.from_dict(grade_folder(folder, "l06_multi_head"))
+    _, check = result.first_problem()
+    source = (folder / "l06_multi_head.py").read_text().splitlines()
+    assert check.raised_in in ("l01_projections", "l03_attention") and check.call_line > 0
+    assert (
+        f"The error is raised in your {check.raised_in}.py, but it was called from "
+        f"l06_multi_head.py, line {check.call_line}, in multi_head_attention:\n"
+        f"    {source[check.call_line - 1].strip()}"
+    ) in check.message
+    unknown = check.message
+    result.point_at_callers([])  # the earlier lesson has not passed: nothing is claimed
+    assert check.message == unknown
+    result.point_at_callers([check.raised_in])
+    assert check.message == unknown + (
+        f"\nYour {check.raised_in}.py does pass its own checks (your last check of it passed): "
+        f"the bug is at line {check.call_line} of l06_multi_head.py, in the input it gives "
+        f"{check.raised_in}.py."
+    )

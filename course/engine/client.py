@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from course.engine import protocol
+from course.engine import protocol, upstream
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 
@@ -52,6 +52,8 @@ class LearnerError(LearnerProblem):
         super().__init__(message)
         self.kind = str((info or {}).get("type", ""))
         self.text = str((info or {}).get("message", ""))
+        self.frames: list[dict] = list((info or {}).get("frames", []))
+        self.upstream: upstream.Upstream | None = None  # raised in an earlier lesson's file
 
 
 class SignatureMismatch(LearnerError):
@@ -505,7 +507,11 @@ class LearnerModule:
             return LearnerError(
                 f"{name} ran out of memory (the limit is {limit:g} GiB).\n" + format_learner_error(info)
             )
-        return LearnerError(format_learner_error(info), info)
+        found = upstream.find(info.get("frames", []), self.module, self.lessons)
+        message = format_learner_error(info) + (f"\n{found.sentence(self.module)}" if found else "")
+        error = LearnerError(message, info)
+        error.upstream = found
+        return error
 
     def output(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the learner's code printed, across all its workers

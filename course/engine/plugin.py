@@ -37,6 +37,8 @@ class Record:
     misconception: str = ""  # the id of the misconception that mistake shows, if any
     mismatched: str = ""  # a function whose signature did not accept the check's arguments
     kind: str = EXAMPLE  # hand-checked, example or property (results.KINDS), from markers
+    raised_in: str = ""  # an earlier lesson module the learner's error was raised in ...
+    call_line: int = 0  # ... reached through this line of the graded lesson's file
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -49,6 +51,17 @@ def _unwrap(exc: BaseException) -> BaseException:
                     return candidate
         return inner[0] if inner else exc
     return exc
+
+
+def _learner_error(exc: BaseException) -> client.LearnerError | None:
+    """The learner's error a check ended with, also when a grading test re-raised it in its
+    own words (``raise AssertionError(...) from None`` keeps it as the context)."""
+    seen: BaseException | None = exc
+    for _ in range(3):
+        if seen is None or isinstance(seen, client.LearnerError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
@@ -165,6 +178,9 @@ class GradingPlugin:
                 record.misconception = mistake.misconception
             if isinstance(cause, client.SignatureMismatch):
                 record.mismatched = cause.function
+            found = _learner_error(cause)
+            if found is not None and found.upstream is not None:
+                record.raised_in, record.call_line = found.upstream.raised_in, found.upstream.line
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:

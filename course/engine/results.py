@@ -6,7 +6,10 @@ every check passes; a check that could not run still has a status and a message 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
+
+from course.engine import upstream
 
 PASSED = "passed"
 FAILED = "failed"
@@ -33,6 +36,8 @@ class CheckResult:
     misconception: str = ""  # the id of the named misconception that mistake shows
     mistake_id: str = ""  # the id of that classic mistake (data; ``mistake`` is for people)
     kind: str = EXAMPLE  # one of KINDS: how telling a failure of this check is
+    raised_in: str = ""  # the earlier lesson module the learner's error was raised in ...
+    call_line: int = 0  # ... called from this line of this lesson's file
 
     def rank(self) -> tuple[int, int]:
         """Sort key of a failure: a named mistake first, then by kind (hand-checked first)."""
@@ -84,6 +89,16 @@ class LessonResult:
         """What to work on next: the most explaining failure of the first exercise not passed."""
         problems = self.problems()
         return problems[0] if problems else None
+
+    def point_at_callers(self, passing: Collection[str]) -> None:
+        """For every check whose error was raised in an earlier lesson that ``passing`` holds
+        (lessons known to pass their own checks), say that the bug is at the calling line."""
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                if check.status != PASSED and check.raised_in in passing and check.call_line:
+                    check.message += "\n" + upstream.passed_note(
+                        check.raised_in, self.lesson, check.call_line
+                    )
 
     def to_dict(self) -> dict:
         data = asdict(self)
