@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pytest
 
-from course.engine import client, protocol
+from course.engine import client, learner_code, protocol
 from course.engine.results import (
     ERROR,
     EXAMPLE,
@@ -162,7 +162,7 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Record the check and return a lean report: pytest's own would format a full
         traceback for every failure, which costs more than running most checks."""
-        from course.engine.testing import Mistake  # loaded with the grading tests already
+        from course.engine.testing import Mistake, named_by_code  # loaded with the grading tests
 
         record = self.records.get(item.nodeid)
         excinfo = call.excinfo
@@ -181,6 +181,15 @@ class GradingPlugin:
             found = _learner_error(cause)
             if found is not None and found.upstream is not None:
                 record.raised_in, record.call_line = found.upstream.raised_in, found.upstream.line
+            by_code = getattr(getattr(item, "module", None), "CODE_MISTAKES", None)
+            named = None
+            if found is not None and by_code and not record.mistake:
+                folder = getattr(self.learner, "source_dir", None)
+                named = named_by_code(learner_code.around(folder, found.frames), by_code)
+            if named is not None:
+                record.mistake, record.mistake_id = named.says, named.id
+                record.misconception = named.misconception
+                record.message += f"\nThis looks like a known mistake: {named}."
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:

@@ -114,6 +114,14 @@ NO_TRANSPOSE = Mistake(
     "no-transpose",
     "k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with np.swapaxes(k, -1, -2))",
 )
+K_DOT_T = Mistake(
+    "k-dot-t",
+    "`.T` was used on a batched k: it reverses EVERY axis, (B, S, K) -> (K, S, B), so q @ k.T "
+    "cannot line up (it only works on 2-D arrays); swap the last two axes: np.swapaxes(k, -1, -2)",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code on a line
+# the error went through (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {K_DOT_T: r"\.T\b"}
 PROMOTED = Mistake(
     "promoted",
     "float32 came back as float64: in numpy 2 multiplying by a numpy float64 such as "
