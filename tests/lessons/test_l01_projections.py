@@ -26,6 +26,15 @@ RESHAPE_NO_TRANSPOSE = Mistake(
     "without a transpose, so positions and heads got mixed",
     misconception="reshape-without-transpose",
 )
+X_AT_W_HEADS = Mistake(
+    "x-at-w-heads",
+    "`x @ w_heads` does not loop over the heads: matmul broadcasts the leading axes, pairing "
+    "batch element b with head b ((B,) against (H,)); give x a head axis first, x[:, None] "
+    '(B, 1, T, D) @ w_heads (H, D, K) -> (B, H, T, K), or use np.einsum("btd,hdk->bhtk", x, w_heads)',
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {X_AT_W_HEADS: r"\bx\s*@\s*w_heads\b(?!\s*\[)|matmul\(\s*x\s*,\s*w_heads\s*\)"}
 FUSE_NO_MOVE = Mistake("fuse-without-moving-heads", "w_heads was reshaped without moving the head axis first")
 FUSE_NO_MOVE_ROWS = FUSE_NO_MOVE.plus(", so rows of different heads got mixed")
 FUSE_INTERLEAVED = Mistake(

@@ -107,6 +107,22 @@ SELF_ONLY = Mistake(
     "x_q was used for the keys and values: keys and values come from x_kv (in "
     "cross-attention its length S differs from T)",
 )
+SELF_PART = Mistake(
+    "self-part",
+    "x_q was used for the {which} (only the {other} came from x_kv): keys and values both come "
+    "from x_kv, the sequence attended to (in cross-attention its length S differs from T)",
+)
+SELF_KEYS, SELF_VALUES = (
+    SELF_PART.format(which="keys", other="values"),
+    SELF_PART.format(which="values", other="keys"),
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code). With T != S,
+# keys or values from x_q alone make lesson 3's attention fail on mismatched shapes.
+CODE_MISTAKES = {
+    SELF_KEYS: r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_k[\"']",
+    SELF_VALUES: r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_v[\"']",
+}
 SWAPPED_SOURCES = Mistake(
     "swapped-sources",
     "the queries came from x_kv and the keys and values from x_q: queries come "
@@ -211,7 +227,9 @@ def variant(
             if name in p:
                 p[name] = p[name][order]
     x_q, x_kv = np.asarray(x_q, np.float64), np.asarray(x_kv, np.float64)
-    src_q, src_kv = {"x_kv": (x_q, x_kv), "self": (x_q, x_q), "swapped": (x_kv, x_q)}[source]
+    sources = {"x_kv": (x_q, x_kv, x_kv), "self": (x_q, x_q, x_q), "swapped": (x_kv, x_q, x_q)}
+    sources |= {"self keys": (x_q, x_q, x_kv), "self values": (x_q, x_kv, x_q)}
+    src_q, src_k, src_v = sources[source]
 
     def project(x, w, b):
         y = x @ p[w] + p.get(b, 0.0)  # (B, N, D) -> (B, N, H*K)
@@ -219,7 +237,7 @@ def variant(
         return y.reshape(n_b, n, n_heads, k_w).transpose(0, 2, 1, 3)  # -> (B, H, N, K)
 
     q = project(src_q, "w_q", "b_q")
-    k, v = project(src_kv, "w_k", "b_k"), project(src_kv, "w_v", "b_v")
+    k, v = project(src_k, "w_k", "b_k"), project(src_v, "w_v", "b_v")
     n_b, _, n_t, _ = q.shape
     n_s = k.shape[2]
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(scale_width or k_w)  # (B, H, T, S)
@@ -256,6 +274,8 @@ def mha_mistakes(x_q, x_kv, params, n_heads, mask=None, part=0):
     else:
         mistakes[NO_OUT_PROJ] = named(out_proj=False)
     mistakes[SELF_ONLY] = named(source="self")
+    mistakes[SELF_KEYS] = named(source="self keys")
+    mistakes[SELF_VALUES] = named(source="self values")
     mistakes[SWAPPED_SOURCES] = named(source="swapped")
     mistakes[SCALE_D] = named(scale_width=np.shape(x_q)[-1])
     if params["w_q"].shape[1] != np.shape(x_q)[-1]:

@@ -137,6 +137,10 @@ REPEAT_FLAT = Mistake(
     "repeat-flat",
     "np.repeat was called without axis=1, so it flattened the array",
 )
+REPEAT_FLAT_RESHAPED = REPEAT_FLAT.plus(
+    " (reshaping it back to (B, H, S, K) does not undo that: each number was repeated in "
+    "place, so the heads hold runs of the same number): np.repeat(x, n_rep, axis=1)"
+)
 GQA_TILED = Mistake(
     "gqa-tiled",
     "query head i used key/value head i % G (the order 0, 1, 0, 1 of np.tile, or of "
@@ -502,7 +506,12 @@ class TestKvHeadForQueryHead:
 
 # ---------------------------------------------------------------- repeat_kv
 def repeat_mistakes(x, n_rep):
-    mistakes = {TILED: lambda: np.tile(x, (1, n_rep, 1, 1)), REPEAT_FLAT: lambda: np.repeat(x, n_rep)}
+    b_, g_, s_, k_ = x.shape
+    mistakes = {
+        TILED: lambda: np.tile(x, (1, n_rep, 1, 1)),
+        REPEAT_FLAT: lambda: np.repeat(x, n_rep),
+        REPEAT_FLAT_RESHAPED: lambda: np.repeat(x, n_rep).reshape(b_, g_ * n_rep, s_, k_),
+    }
     for axis, letter in ((0, "B"), (2, "S"), (3, "K")):
         mistakes[REPEAT_AXIS.format(axis=axis, letter=letter)] = lambda axis=axis: np.repeat(
             x, n_rep, axis=axis

@@ -220,6 +220,15 @@ WRONG_AXIS = Mistake(
     "append-wrong-axis",
     "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)",
 )
+CONCAT_AXIS = Mistake(
+    "append-wrong-axis",
+    "the cache was concatenated along an axis other than 2: the cache is (B, H, S, K) and the "
+    "new entries (B, H, 1, K), so only the positions S (axis 2, or -2) can grow: "
+    "np.concatenate([cache_k, k], axis=2)",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code on a line
+# the error went through (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {CONCAT_AXIS: r"concatenate\(.*axis\s*=\s*(?!(?:2|-2)\b)-?\d"}
 OFF_BY_ONE = Mistake(
     "off-by-one",
     "off by one: the new query attends only to the cached positions, not to its own key "
