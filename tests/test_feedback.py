@@ -7,6 +7,7 @@ from rich.console import Console
 
 from course import workspace as ws
 from course.catalog import load_catalog
+from course.engine import error_shapes
 from course.engine.protocol import Opaque
 from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
 from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
@@ -240,3 +241,27 @@ def test_an_error_raised_in_an_earlier_lesson_points_at_the_call_in_this_one(tmp
         f"the bug is at line {check.call_line} of l06_multi_head.py, in the input it gives "
         f"{check.raised_in}.py."
     )
+
+
+def test_a_raw_numpy_error_is_shown_with_the_call_shapes_in_the_lessons_letters(tmp_path):
+    # q @ k without the transpose raises on the hand-checked (T, K) case: numpy's "size 3 is
+    # different from 4" reads as S and K once the call's shapes are given in letters. The TODO
+    # text of the function mentions k.T, which must not be read as the k.T mistake.
+    folder = solutions_with_mistake(tmp_path, "l03_attention", "no_transpose")
+    result = LessonResult.from_dict(grade_folder(folder, "l03_attention"))
+    by_hand = next(c for _, c in result.problems() if c.name == "test_scores_small_case_by_hand")
+    assert by_hand.status == "error" and by_hand.mistake_id == ""
+    assert by_hand.message.endswith(
+        "\nThis call gave attention_scores: q (T, K) = (2, 4), k (S, K) = (3, 4)."
+        "\nRead the sizes in the error with these letters: T = 2, K = 4, S = 3."
+    )
+
+
+def test_call_shapes_name_only_the_sizes_that_fit_one_letter():
+    dims = {"f": {"x": "B T D", "n": "", "mask": "T S"}}
+    text = error_shapes.in_letters("f", {"argument 1": (2, 3, 2), "mask": (3, 5), "argument 2": ()}, dims)
+    assert text == (
+        "This call gave f: x (B, T, D) = (2, 3, 2), mask (T, S) = (3, 5)."
+        "\nRead the sizes in the error with these letters: T = 3, S = 5."
+    )
+    assert error_shapes.in_letters("g", {"argument 1": (2,)}, dims) == ""

@@ -54,6 +54,7 @@ class LearnerError(LearnerProblem):
         self.text = str((info or {}).get("message", ""))
         self.frames: list[dict] = list((info or {}).get("frames", []))
         self.upstream: upstream.Upstream | None = None  # raised in an earlier lesson's file
+        self.call: tuple[str, dict[str, tuple[int, ...]]] | None = None  # function, argument shapes
 
 
 class SignatureMismatch(LearnerError):
@@ -483,7 +484,13 @@ class LearnerModule:
         self.mutated = [labels[i] for i in inputs.changed()]
         self.trace = checked_trace(response.get("trace"))
         if not response.get("ok"):
-            raise self._problem(response.get("error") or {}, name)
+            failed = self._problem(response.get("error") or {}, name)
+            if isinstance(failed, LearnerError):  # the shapes it was called with, for feedback
+                failed.call = (
+                    name,
+                    {label: array.shape for label, array in zip(labels, arrays, strict=True)},
+                )
+            raise failed
         try:
             return protocol.decode(response.get("result"), out)
         except protocol.ProtocolError as problem:

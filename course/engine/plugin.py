@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pytest
 
-from course.engine import client, learner_code, protocol
+from course.engine import client, error_shapes, learner_code, protocol
 from course.engine.results import (
     ERROR,
     EXAMPLE,
@@ -190,6 +190,10 @@ class GradingPlugin:
                 record.mistake, record.mistake_id = named.says, named.id
                 record.misconception = named.misconception
                 record.message += f"\nThis looks like a known mistake: {named}."
+            elif found is not None and found.call is not None and found.kind in error_shapes.SHAPE_ERRORS:
+                dims = getattr(getattr(item, "module", None), "DIMS", None)
+                letters = error_shapes.in_letters(*found.call, dims)
+                record.message += f"\n{letters}" if letters else ""
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:

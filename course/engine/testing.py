@@ -226,19 +226,22 @@ def diagnose(
     return None
 
 
-def named_by_code(code: list[str], patterns: Mapping[Mistake, str] | None) -> Mistake | None:
-    """The first mistake whose regular expression matches a line of the learner's ``code``
-    around the error (``learner_code.around``: innermost line first), or None.
+def named_by_code(
+    code: list[str], patterns: Mapping[Mistake, str | tuple[str, ...]] | None
+) -> Mistake | None:
+    """The first mistake (in the order given) whose regular expression matches a line of the
+    learner's ``code`` around the error (``learner_code.around``), or None. A tuple of patterns
+    must all match, each on some line (k and v both projected from x_q, on two lines).
 
     A grading test module names the mistakes that raise instead of returning a wrong answer
-    (``k.T`` on a batched k, ``np.repeat`` without an axis) in ``CODE_MISTAKES = {Mistake:
-    pattern}``; the plugin applies it to every check that ended in the learner's exception.
-    The pattern reads the learner's source line (code, data), never an error message."""
+    (``k.T`` on a batched k, a cache concatenated on the wrong axis) in ``CODE_MISTAKES =
+    {Mistake: pattern}``; the plugin applies it to every check that ended in the learner's
+    exception. The patterns read the learner's code (data), never an error message."""
     _declared(patterns)
-    for line in code:
-        for mistake, pattern in (patterns or {}).items():
-            if re.search(pattern, line):
-                return mistake
+    for mistake, wanted in (patterns or {}).items():
+        every = (wanted,) if isinstance(wanted, str) else wanted
+        if all(any(re.search(pattern, line) for line in code) for pattern in every):
+            return mistake
     return None
 
 

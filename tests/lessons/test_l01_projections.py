@@ -50,6 +50,15 @@ FUSE_ROWS = Mistake(
 )
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "linear": {"x": "D", "w": "D D_out", "b": "D_out"},
+    "head_projections": {"x": "B T D", "w_heads": "H D K"},
+    "fuse_head_weights": {"w_heads": "H D K"},
+}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -25,6 +25,14 @@ from course.engine.testing import (
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "attention_scores": {"q": "T K", "k": "S K"},
+    "scaled_dot_product_attention": {"q": "T K", "k": "S K", "v": "S Kv", "mask": "T S"},
+}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -18,6 +18,11 @@ B, T, H, K = 2, 3, 4, 5
 D = H * K
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {"split_heads": {"x": "B T D"}, "merge_heads": {"x": "B H T K"}}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -38,6 +38,14 @@ FIXTURES = Path(__file__).parent / "fixtures" / "l06_multi_head.npz"
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    name: {"x_q": "B T D", "x_kv": "B S D", "params": "", "n_heads": "", "mask": "T S"}
+    for name in ("multi_head_attention", "multi_head_attention_loop")
+}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 
@@ -119,9 +127,12 @@ SELF_KEYS, SELF_VALUES = (
 # Mistakes that raise instead of returning a wrong answer, named from the learner's code around
 # the error (the grading plugin applies these to every check; testing.named_by_code). With T != S,
 # keys or values from x_q alone make lesson 3's attention fail on mismatched shapes.
+KEYS_FROM_X_Q = r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_k[\"']"
+VALUES_FROM_X_Q = r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_v[\"']"
 CODE_MISTAKES = {
-    SELF_KEYS: r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_k[\"']",
-    SELF_VALUES: r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_v[\"']",
+    SELF_ONLY: (KEYS_FROM_X_Q, VALUES_FROM_X_Q),
+    SELF_KEYS: KEYS_FROM_X_Q,
+    SELF_VALUES: VALUES_FROM_X_Q,
 }
 SWAPPED_SOURCES = Mistake(
     "swapped-sources",

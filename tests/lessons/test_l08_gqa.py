@@ -40,6 +40,21 @@ D = H * K  # 42
 N_REP = H // G  # 2 query heads per key/value head
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "repeat_kv": {"x": "B G S K"},
+    "grouped_query_attention": {
+        "x_q": "B T D",
+        "x_kv": "B S D",
+        "params": "",
+        "n_heads": "",
+        "n_kv_heads": "",
+        "mask": "T S",
+    },
+}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

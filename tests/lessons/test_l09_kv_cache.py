@@ -28,6 +28,11 @@ L = 5  # tokens decoded one at a time
 S0 = 6  # positions in a ready-made cache
 
 
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {"decode_step": {"x_t": "D", "cache_k": "B G S K", "cache_v": "B G S K"}}
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 
