@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SHOWN_FRAMES = 3  # the learner's last frames that client.format_learner_error shows
+
 
 @dataclass(frozen=True)
 class Upstream:
     """An error raised in ``raised_in`` (an earlier lesson's module), reached through line
-    ``line`` of the graded lesson's file, in ``function``, which reads ``code``."""
+    ``line`` of the graded lesson's file, in ``function``, which reads ``code`` (kept only when
+    the traceback shown does not hold that line already)."""
 
     raised_in: str
     function: str
@@ -25,13 +28,12 @@ class Upstream:
 
     def sentence(self, module: str) -> str:
         """The pointer the learner reads under the traceback."""
-        shown = f"\n    {self.code}" if self.code else ""
+        shown = f":\n    {self.code}" if self.code else "."
         return (
-            f"The error is raised in your {self.raised_in}.py, but it was called from "
-            f"{module}.py, line {self.line}, in {self.function}:{shown}\n"
-            f"If {self.raised_in}.py passes its own checks, the bug is in what this line gives it "
-            "(compare the shapes of its arguments with what that function expects), "
-            f"not in {self.raised_in}.py."
+            f"This error is raised in your {self.raised_in}.py, called from line {self.line} of "
+            f"{module}.py (in {self.function}){shown}\nIf {self.raised_in}.py passes its own checks "
+            f"(`course check {self.raised_in}`), the bug is in what that line passes to it: "
+            "compare the shapes of its arguments with what the function expects."
         )
 
 
@@ -43,18 +45,17 @@ def find(frames: list[dict], module: str, lessons: list[str]) -> Upstream | None
     raised_in = str(frames[-1].get("file", "")).removesuffix(".py")
     if raised_in == module or raised_in not in lessons:
         return None
-    own = [frame for frame in frames if frame.get("file") == f"{module}.py"]
+    own = [i for i, frame in enumerate(frames) if frame.get("file") == f"{module}.py"]
     if not own:
         return None
-    last = own[-1]
-    return Upstream(
-        raised_in, str(last.get("function", "")), int(last.get("line", 0)), str(last.get("code", ""))
-    )
+    last = frames[own[-1]]
+    code = "" if own[-1] >= len(frames) - SHOWN_FRAMES else str(last.get("code", ""))
+    return Upstream(raised_in, str(last.get("function", "")), int(last.get("line", 0)), code)
 
 
 def passed_note(raised_in: str, module: str, line: int) -> str:
     """Said once the earlier lesson is known to pass its own checks (the learner's progress)."""
     return (
-        f"Your {raised_in}.py does pass its own checks (your last check of it passed): the bug "
-        f"is at line {line} of {module}.py, in the input it gives {raised_in}.py."
+        f"{raised_in}.py does pass its own checks (your last check of it), so the bug is on "
+        f"line {line} of {module}.py."
     )
