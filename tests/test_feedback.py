@@ -232,7 +232,10 @@ def test_an_error_raised_in_an_earlier_lesson_points_at_the_call_in_this_one(tmp
         f"l06_multi_head.py (in multi_head_attention).\nIf {check.raised_in}.py passes its own checks "
         f"(`course check {check.raised_in}`), the bug is in what that line passes to it"
     ) in check.message
-    assert f"l06_multi_head.py, line {check.call_line}, in multi_head_attention:" in check.message
+    called = source[check.call_line - 1].strip()  # shown by the traceback above the pointer
+    assert (
+        f"l06_multi_head.py, line {check.call_line}, in multi_head_attention:\n    {called}" in check.message
+    )
     unknown = check.message
     result.point_at_callers([])  # the earlier lesson has not passed: nothing is claimed
     assert check.message == unknown

@@ -212,6 +212,15 @@ SWAPPED = Mistake(
     "swapped",
     "out and weights are returned in the wrong order: return out, weights",
 )
+KV_SPLIT_H = Mistake(
+    "kv-split-into-h-heads",
+    "k or v was split into H = n_heads heads: w_k and w_v are (D, G*K), so k and v have only "
+    "G = n_kv_heads heads of width K: split_heads(k, n_kv_heads), then repeat_kv",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code): split
+# into H heads, G*K features raise in lesson 5's split_heads ("... not divisible by ...").
+CODE_MISTAKES = {KV_SPLIT_H: r"split_heads\(\s*[kv]\w*\s*,\s*(?:H|n_heads)\s*\)"}
 
 
 def _softmax(x):
