@@ -1070,6 +1070,14 @@ class TestParamsFromTorch:
                 f"{what} did not return (params, state): fine_tune_step is given in the lesson "
                 "file; restore it as it was."
             )
+            # The step must have been taken in place, or a view would go unseen.
+            for key, want in torch_to_course(state).items():
+                got = result[0].get(key)
+                if isinstance(got, np.ndarray) and got.shape == want.shape and np.allclose(got, want):
+                    raise AssertionError(
+                        f"{what}: {key} was not updated in place; fine_tune_step is given in the "
+                        "lesson file, restore it as it was."
+                    )
 
     @given(
         d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 2**32 - 1)
