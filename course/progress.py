@@ -153,6 +153,7 @@ def check(session: Session, lesson: Lesson) -> LessonResult:
     before = session.state.lessons.get(lesson.module)
     reset_before = before.recheck_after if before else ""
     result = grade(lesson, session.workspace.root)
+    result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
     if not result.passed and not result.note and reset_before:
         result.note = (
             f"This lesson had passed, but it uses {reset_before}.py, which was reset since: "

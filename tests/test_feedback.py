@@ -1,11 +1,19 @@
-"""check_array explains a wrong answer in the learner's terms."""
+"""check_array explains a wrong answer in the learner's terms; a check report shows the most
+explaining failure first."""
 
 import numpy as np
 import pytest
+from rich.console import Console
 
+from course import workspace as ws
+from course.catalog import load_catalog
+from course.engine import error_shapes
 from course.engine.protocol import Opaque
+from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
 from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
-from tests.helpers import import_lessons, solutions_with_mistake
+from course.progress import open_session
+from course.render import screens
+from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
 MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale")
@@ -148,3 +156,115 @@ def test_scalars_compare_exactly_and_reject_non_numbers():
         check_scalar(11, 12, what="n")
     with pytest.raises(AssertionError, match="returned a str"):
         check_scalar("12", 12, what="n")
+
+
+def test_failures_are_ordered_named_mistake_then_hand_checked_then_fixed_examples_then_properties():
+    def check(name, kind, mistake=""):
+        return CheckResult(name, "failed", f"{name} failed", mistake=mistake, kind=kind)
+
+    result = LessonResult(
+        "l05_heads",
+        "failed",
+        [
+            ExerciseResult("split_heads", "passed", [CheckResult("ok", "passed")]),
+            ExerciseResult(
+                "merge_heads",
+                "failed",
+                [
+                    check("generated", PROPERTY),
+                    check("random", EXAMPLE),
+                    check("by_hand", HAND_CHECKED),
+                    check("random_named", EXAMPLE, mistake="reversed"),
+                    check("by_hand_named", HAND_CHECKED, mistake="reversed"),
+                ],
+            ),
+        ],
+    )
+    order = [c.name for _, c in result.problems()]
+    assert order == ["by_hand_named", "random_named", "by_hand", "random", "generated"]
+    assert result.first_problem()[1].name == "by_hand_named"
+    assert LessonResult.from_dict(result.to_dict()).problems()[0][1].kind == HAND_CHECKED
+
+
+def render(renderable) -> str:
+    console = Console(record=True, width=120, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_a_merge_in_reverse_head_order_shows_the_hand_checked_case_first_and_verbose_shows_all(tmp_path):
+    # Issue 14: the first failing check was a random (B, H, T, K) case with elided values; the
+    # hand-checked one that explains it ("expected [0. 1. 2. 3.] got [2. 3. 0. 1.]") was hidden.
+    folder = solutions_with_mistake(tmp_path, "l05_heads", "merge_reverse_head_order")
+    result = LessonResult.from_dict(grade_folder(folder, "l05_heads"))
+    exercise, first = result.first_problem()
+    assert (exercise.name, first.name, first.kind) == (
+        "merge_heads",
+        "test_merge_heads_small_case_by_hand",
+        HAND_CHECKED,
+    )
+    assert "expected[0, 0, :] = [0. 1. 2. 3.]\n  got     [0, 0, :] = [2. 3. 0. 1.]" in first.message
+    assert "merged in reverse order" in first.message
+    workspace, _ = ws.init(tmp_path / "workspace", load_catalog())
+    session = open_session(str(workspace.root))
+    lesson = load_catalog().resolve("l05_heads")
+    failing = len(result.problems())
+    short = render(screens.result_screen(lesson, result, session))
+    assert "merge_heads: merge heads small case by hand (hand-checked)" in short
+    assert "[2. 3. 0. 1.]" in short and short.count("returned wrong values") == 1
+    assert f"{failing - 1} more checks not passed: `course check 5 --verbose` shows them all." in short
+    full = render(screens.result_screen(lesson, result, session, verbose=True))
+    assert full.count("merged in reverse order") == failing > 1
+    assert full.index("small case by hand") < full.index("merge heads maps b h t k to b t hk")
+    assert "--verbose" not in full
+
+
+def test_an_error_raised_in_an_earlier_lesson_points_at_the_call_in_this_one(tmp_path):
+    # Issue 14: lesson 6 with v not split into heads failed inside the learner's correct
+    # lesson-1/3 code, and the traceback ended there, as if that file were wrong.
+    folder = solutions_with_mistake(tmp_path, "l06_multi_head", "values_not_split_into_heads")
+    result = LessonResult.from_dict(grade_folder(folder, "l06_multi_head"))
+    _, check = result.first_problem()
+    source = (folder / "l06_multi_head.py").read_text().splitlines()
+    assert check.raised_in in ("l01_projections", "l03_attention") and check.call_line > 0
+    assert (
+        f"This error is raised in your {check.raised_in}.py, called from line {check.call_line} of "
+        f"l06_multi_head.py (in multi_head_attention).\nIf {check.raised_in}.py passes its own checks "
+        f"(`course check {check.raised_in}`), the bug is in what that line passes to it"
+    ) in check.message
+    called = source[check.call_line - 1].strip()  # shown by the traceback above the pointer
+    assert (
+        f"l06_multi_head.py, line {check.call_line}, in multi_head_attention:\n    {called}" in check.message
+    )
+    unknown = check.message
+    result.point_at_callers([])  # the earlier lesson has not passed: nothing is claimed
+    assert check.message == unknown
+    result.point_at_callers([check.raised_in])
+    assert check.message == unknown + (
+        f"\n{check.raised_in}.py does pass its own checks (your last check of it), so the bug is on "
+        f"line {check.call_line} of l06_multi_head.py."
+    )
+
+
+def test_a_raw_numpy_error_is_shown_with_the_call_shapes_in_the_lessons_letters(tmp_path):
+    # q @ k without the transpose raises on the hand-checked (T, K) case: numpy's "size 3 is
+    # different from 4" reads as S and K once the call's shapes are given in letters. The TODO
+    # text of the function mentions k.T, which must not be read as the k.T mistake.
+    folder = solutions_with_mistake(tmp_path, "l03_attention", "no_transpose")
+    result = LessonResult.from_dict(grade_folder(folder, "l03_attention"))
+    by_hand = next(c for _, c in result.problems() if c.name == "test_scores_small_case_by_hand")
+    assert by_hand.status == "error" and by_hand.mistake_id == ""
+    assert by_hand.message.endswith(
+        "\nThis call gave attention_scores: q (T, K) = (2, 4), k (S, K) = (3, 4)."
+        "\nRead the sizes in the error with these letters: T = 2, K = 4, S = 3."
+    )
+
+
+def test_call_shapes_name_only_the_sizes_that_fit_one_letter():
+    dims = {"f": {"x": "B T D", "n": "", "mask": "T S"}}
+    text = error_shapes.in_letters("f", {"argument 1": (2, 3, 2), "mask": (3, 5), "argument 2": ()}, dims)
+    assert text == (
+        "This call gave f: x (B, T, D) = (2, 3, 2), mask (T, S) = (3, 5)."
+        "\nRead the sizes in the error with these letters: T = 3, S = 5."
+    )
+    assert error_shapes.in_letters("g", {"argument 1": (2,)}, dims) == ""

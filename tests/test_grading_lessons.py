@@ -3,6 +3,7 @@
 import pytest
 
 from course.catalog import load_catalog
+from course.engine.results import KINDS
 from tests.helpers import LESSONS, SOLUTIONS, grade_folder
 
 AVAILABLE = [lesson.module for lesson in load_catalog().available()]
@@ -22,7 +23,18 @@ def test_the_solution_passes_every_check_and_every_catalog_exercise_has_checks(m
     for exercise in result["exercises"]:
         assert len(exercise["checks"]) >= 3, exercise["name"]
         for check in exercise["checks"]:
-            assert set(check) == {"name", "status", "message", "mistake", "misconception", "mistake_id"}
+            assert set(check) == {
+                "name",
+                "status",
+                "message",
+                "mistake",
+                "misconception",
+                "mistake_id",
+                "kind",
+                "raised_in",
+                "call_line",
+            }
+            assert check["kind"] in KINDS
 
 
 @pytest.mark.parametrize("module", AVAILABLE)

@@ -57,6 +57,10 @@ def check(
     lesson: OptionalLesson = None,
     all_: Annotated[bool, typer.Option("--all", help="Check every available lesson.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show every check not passed, not only the most telling one."),
+    ] = False,
     debug: Annotated[
         bool,
         typer.Option(
@@ -86,7 +90,10 @@ def check(
     else:
         from course.render import maps, screens
 
-        show(screens.notices(session), *[screens.result_screen(e, r, session) for e, r in results])
+        show(
+            screens.notices(session),
+            *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
+        )
         found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
         if found is not None:
             show(maps.diagnosis(found))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from course.engine import protocol
+from course.engine import protocol, upstream
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 
@@ -52,6 +52,9 @@ class LearnerError(LearnerProblem):
         super().__init__(message)
         self.kind = str((info or {}).get("type", ""))
         self.text = str((info or {}).get("message", ""))
+        self.frames: list[dict] = list((info or {}).get("frames", []))
+        self.upstream: upstream.Upstream | None = None  # raised in an earlier lesson's file
+        self.call: tuple[str, dict[str, tuple[int, ...]]] | None = None  # function, argument shapes
 
 
 class SignatureMismatch(LearnerError):
@@ -481,7 +484,13 @@ class LearnerModule:
         self.mutated = [labels[i] for i in inputs.changed()]
         self.trace = checked_trace(response.get("trace"))
         if not response.get("ok"):
-            raise self._problem(response.get("error") or {}, name)
+            failed = self._problem(response.get("error") or {}, name)
+            if isinstance(failed, LearnerError):  # the shapes it was called with, for feedback
+                failed.call = (
+                    name,
+                    {label: array.shape for label, array in zip(labels, arrays, strict=True)},
+                )
+            raise failed
         try:
             return protocol.decode(response.get("result"), out)
         except protocol.ProtocolError as problem:
@@ -505,7 +514,11 @@ class LearnerModule:
             return LearnerError(
                 f"{name} ran out of memory (the limit is {limit:g} GiB).\n" + format_learner_error(info)
             )
-        return LearnerError(format_learner_error(info), info)
+        found = upstream.find(info.get("frames", []), self.module, self.lessons)
+        message = format_learner_error(info) + (f"\n{found.sentence(self.module)}" if found else "")
+        error = LearnerError(message, info)
+        error.upstream = found
+        return error
 
     def output(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the learner's code printed, across all its workers

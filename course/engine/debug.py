@@ -80,6 +80,7 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
         def pytest_configure(self, config: pytest.Config) -> None:
             config.stash[plugin_module.LEARNER] = learner
             config.addinivalue_line("markers", "exercise(name): the exercise a test grades")
+            config.addinivalue_line("markers", "hand_checked: a case worked out by hand")
             if testing.settings is not None:
                 testing.settings.load_profile("grading")
 

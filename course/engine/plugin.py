@@ -12,8 +12,17 @@ from typing import Literal, cast
 
 import pytest
 
-from course.engine import client, protocol
-from course.engine.results import ERROR, FAILED, NOT_STARTED, PASSED, TIMEOUT
+from course.engine import client, error_shapes, learner_code, protocol
+from course.engine.results import (
+    ERROR,
+    EXAMPLE,
+    FAILED,
+    HAND_CHECKED,
+    NOT_STARTED,
+    PASSED,
+    PROPERTY,
+    TIMEOUT,
+)
 
 
 @dataclass
@@ -27,6 +36,9 @@ class Record:
     mistake_id: str = ""  # ... and its id
     misconception: str = ""  # the id of the misconception that mistake shows, if any
     mismatched: str = ""  # a function whose signature did not accept the check's arguments
+    kind: str = EXAMPLE  # hand-checked, example or property (results.KINDS), from markers
+    raised_in: str = ""  # an earlier lesson module the learner's error was raised in ...
+    call_line: int = 0  # ... reached through this line of the graded lesson's file
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -39,6 +51,17 @@ def _unwrap(exc: BaseException) -> BaseException:
                     return candidate
         return inner[0] if inner else exc
     return exc
+
+
+def _learner_error(exc: BaseException) -> client.LearnerError | None:
+    """The learner's error a check ended with, also when a grading test re-raised it in its
+    own words (``raise AssertionError(...) from None`` keeps it as the context)."""
+    seen: BaseException | None = exc
+    for _ in range(3):
+        if seen is None or isinstance(seen, client.LearnerError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
@@ -89,6 +112,7 @@ class GradingPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
+        config.addinivalue_line("markers", "hand_checked: a small case whose answer is worked out by hand")
         from course.engine import testing  # registers the derandomised "grading" profile
 
         if testing.settings is not None:
@@ -106,11 +130,14 @@ class GradingPlugin:
 
         for item in items:
             function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
-            if function is not None and getattr(function, "is_hypothesis_test", False):
+            generated = bool(getattr(function, "is_hypothesis_test", False))
+            if function is not None and generated:
                 seed(GRADING_SEED)(function)  # the same examples on every run
             marker = item.get_closest_marker("exercise")
             exercise = marker.args[0] if marker and marker.args else "?"
-            self.records[item.nodeid] = Record(exercise=exercise, name=item.name)
+            kind = HAND_CHECKED if item.get_closest_marker("hand_checked") else EXAMPLE
+            kind = PROPERTY if generated else kind
+            self.records[item.nodeid] = Record(exercise=exercise, name=item.name, kind=kind)
         try:
             self.import_report = self.learner.import_report()
             if not self.import_report.get("ok"):
@@ -135,7 +162,7 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Record the check and return a lean report: pytest's own would format a full
         traceback for every failure, which costs more than running most checks."""
-        from course.engine.testing import Mistake  # loaded with the grading tests already
+        from course.engine.testing import Mistake, named_by_code  # loaded with the grading tests
 
         record = self.records.get(item.nodeid)
         excinfo = call.excinfo
@@ -151,6 +178,22 @@ class GradingPlugin:
                 record.misconception = mistake.misconception
             if isinstance(cause, client.SignatureMismatch):
                 record.mismatched = cause.function
+            found = _learner_error(cause)
+            if found is not None and found.upstream is not None:
+                record.raised_in, record.call_line = found.upstream.raised_in, found.upstream.line
+            by_code = getattr(getattr(item, "module", None), "CODE_MISTAKES", None)
+            named = None
+            if found is not None and by_code and not record.mistake:
+                folder = getattr(self.learner, "source_dir", None)
+                named = named_by_code(learner_code.around(folder, found.frames), by_code)
+            if named is not None:
+                record.mistake, record.mistake_id = named.says, named.id
+                record.misconception = named.misconception
+                record.message += f"\nThis looks like a known mistake: {named}."
+            elif found is not None and found.call is not None and found.kind in error_shapes.SHAPE_ERRORS:
+                dims = getattr(getattr(item, "module", None), "DIMS", None)
+                letters = error_shapes.in_letters(*found.call, dims)
+                record.message += f"\n{letters}" if letters else ""
             if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:

@@ -6,7 +6,10 @@ every check passes; a check that could not run still has a status and a message 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
+
+from course.engine import upstream
 
 PASSED = "passed"
 FAILED = "failed"
@@ -14,6 +17,14 @@ NOT_STARTED = "not-started"
 ERROR = "error"
 TIMEOUT = "timeout"
 STATUSES = (PASSED, FAILED, NOT_STARTED, ERROR, TIMEOUT)
+
+# What kind of case a check is (data set by the grading test's markers, never read from its
+# name or message): a small case worked out by hand explains a failure best, a property tried
+# on generated inputs least. The order is the order failures are shown in.
+HAND_CHECKED = "hand-checked"
+EXAMPLE = "example"  # fixed inputs, often random numbers of a fixed seed
+PROPERTY = "property"  # generated inputs (hypothesis)
+KINDS = (HAND_CHECKED, EXAMPLE, PROPERTY)
 
 
 @dataclass
@@ -24,6 +35,13 @@ class CheckResult:
     mistake: str = ""  # set when the answer reproduces a named classic mistake: its sentence
     misconception: str = ""  # the id of the named misconception that mistake shows
     mistake_id: str = ""  # the id of that classic mistake (data; ``mistake`` is for people)
+    kind: str = EXAMPLE  # one of KINDS: how telling a failure of this check is
+    raised_in: str = ""  # the earlier lesson module the learner's error was raised in ...
+    call_line: int = 0  # ... called from this line of this lesson's file
+
+    def rank(self) -> tuple[int, int]:
+        """Sort key of a failure: a named mistake first, then by kind (hand-checked first)."""
+        return (0 if self.mistake else 1, KINDS.index(self.kind) if self.kind in KINDS else len(KINDS))
 
 
 @dataclass
@@ -57,15 +75,30 @@ class LessonResult:
                 counts[check.status] += 1
         return counts
 
-    def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
-        """What to work on next: in the first exercise not passed, a check that names a known
-        mistake if there is one (it explains the most), else its first check not passed."""
+    def problems(self) -> list[tuple[ExerciseResult, CheckResult]]:
+        """Every check not passed, exercise by exercise, the most explaining first within an
+        exercise: one that names a known mistake, then hand-checked cases, then fixed examples,
+        then properties on generated inputs (``CheckResult.rank``); ties keep the file's order."""
+        found = []
         for exercise in self.exercises:
-            problems = [check for check in exercise.checks if check.status != PASSED]
-            if problems:
-                named = [check for check in problems if check.mistake]
-                return exercise, (named or problems)[0]
-        return None
+            failing = [check for check in exercise.checks if check.status != PASSED]
+            found += [(exercise, check) for check in sorted(failing, key=CheckResult.rank)]
+        return found
+
+    def first_problem(self) -> tuple[ExerciseResult, CheckResult] | None:
+        """What to work on next: the most explaining failure of the first exercise not passed."""
+        problems = self.problems()
+        return problems[0] if problems else None
+
+    def point_at_callers(self, passing: Collection[str]) -> None:
+        """For every check whose error was raised in an earlier lesson that ``passing`` holds
+        (lessons known to pass their own checks), say that the bug is at the calling line."""
+        for exercise in self.exercises:
+            for check in exercise.checks:
+                if check.status != PASSED and check.raised_in in passing and check.call_line:
+                    check.message += "\n" + upstream.passed_note(
+                        check.raised_in, self.lesson, check.call_line
+                    )
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -258,6 +258,9 @@ def _assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResu
             mistake=record.mistake,
             misconception=record.misconception,
             mistake_id=record.mistake_id,
+            kind=record.kind,
+            raised_in=record.raised_in,
+            call_line=record.call_line,
         )
         if record.mismatched in signatures:
             check.message += f"\nThe function must accept: {signatures[record.mismatched]}"

@@ -25,6 +25,9 @@ from course.engine.protocol import Opaque
 
 exercise = pytest.mark.exercise
 """``@exercise("softmax")`` ties a test (or a class of tests) to one exercise of the catalog."""
+hand_checked = pytest.mark.hand_checked
+"""``@hand_checked`` marks a small case whose answer is worked out by hand in the test: when it
+fails it explains the mistake best, so it is shown before random and generated cases."""
 
 try:  # hypothesis is a dependency, but the engine must not fall over if it is missing
     from hypothesis import HealthCheck, Phase, settings
@@ -219,6 +222,25 @@ def diagnose(
         except Exception:  # noqa: BLE001 - a variant that cannot be formed simply does not match
             continue
         if _matches(actual, value, rtol, atol):
+            return mistake
+    return None
+
+
+def named_by_code(
+    code: list[str], patterns: Mapping[Mistake, str | tuple[str, ...]] | None
+) -> Mistake | None:
+    """The first mistake (in the order given) whose regular expression matches a line of the
+    learner's ``code`` around the error (``learner_code.around``), or None. A tuple of patterns
+    must all match, each on some line (k and v both projected from x_q, on two lines).
+
+    A grading test module names the mistakes that raise instead of returning a wrong answer
+    (``k.T`` on a batched k, a cache concatenated on the wrong axis) in ``CODE_MISTAKES =
+    {Mistake: pattern}``; the plugin applies it to every check that ended in the learner's
+    exception. The patterns read the learner's code (data), never an error message."""
+    _declared(patterns)
+    for mistake, wanted in (patterns or {}).items():
+        every = (wanted,) if isinstance(wanted, str) else wanted
+        if all(any(re.search(pattern, line) for line in code) for pattern in every):
             return mistake
     return None
 

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from course.catalog import Catalog, Lesson
-from course.engine.results import LessonResult
+from course.engine.results import HAND_CHECKED, CheckResult, LessonResult
 from course.progress import HintReveal, NextStep, Session
 
 STYLE = {
@@ -79,9 +79,14 @@ def lesson_heading(lesson: Lesson) -> str:
 
 
 def result_screen(
-    lesson: Lesson, result: LessonResult, session: Session, watching: bool = False
+    lesson: Lesson,
+    result: LessonResult,
+    session: Session,
+    watching: bool = False,
+    verbose: bool = False,
 ) -> RenderableType:
-    """What `course check` shows: a line per exercise, then the first problem in full; under
+    """What `course check` shows: a line per exercise, then the most explaining problem in full
+    (``verbose``: every problem, the most explaining first, and how many there are); under
     `course watch` (``watching``) the last line names watch's keys instead of commands."""
     counts = result.counts()
     total = sum(counts.values())
@@ -102,16 +107,15 @@ def result_screen(
     parts: list[RenderableType] = [head, table]
     if result.message:
         parts.append(Panel(plain(result.message), title="Your file", border_style="red", title_align="left"))
-    problem = result.first_problem()
-    if problem and not result.message:
-        exercise, check = problem
-        title = f"{exercise.name}: {check_title(check.name)}"
+    problems = [] if result.message else result.problems()
+    for exercise, check in problems if verbose else problems[:1]:
+        parts.append(_problem_panel(exercise.name, check))
+    if len(problems) > 1 and not verbose:
         parts.append(
-            Panel(
-                plain(check.message or "(no message)"),
-                title=escape(title),
-                title_align="left",
-                border_style=STYLE.get(check.status, "red"),
+            Text(
+                f"{len(problems) - 1} more check{'s' if len(problems) > 2 else ''} not passed: "
+                f"`course check {lesson.number} --verbose` shows them all.",
+                style="dim",
             )
         )
     if result.note:
@@ -129,6 +133,19 @@ def result_screen(
         )
     parts.append(_what_now(lesson, result, session, watching))
     return Group(*parts)
+
+
+def _problem_panel(exercise: str, check: CheckResult) -> Panel:
+    """One check not passed, in full; a hand-checked case says so in its title."""
+    title = f"{exercise}: {check_title(check.name)}"
+    if check.kind == HAND_CHECKED:
+        title += " (hand-checked)"
+    return Panel(
+        plain(check.message or "(no message)"),
+        title=escape(title),
+        title_align="left",
+        border_style=STYLE.get(check.status, "red"),
+    )
 
 
 def _what_now(lesson: Lesson, result: LessonResult, session: Session, watching: bool = False) -> Text:

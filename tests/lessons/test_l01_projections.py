@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, exercise, hand_checked
 
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
 
@@ -26,6 +26,15 @@ RESHAPE_NO_TRANSPOSE = Mistake(
     "without a transpose, so positions and heads got mixed",
     misconception="reshape-without-transpose",
 )
+X_AT_W_HEADS = Mistake(
+    "x-at-w-heads",
+    "`x @ w_heads` does not loop over the heads: matmul broadcasts the leading axes, pairing "
+    "batch element b with head b ((B,) against (H,)); give x a head axis first, x[:, None] "
+    '(B, 1, T, D) @ w_heads (H, D, K) -> (B, H, T, K), or use np.einsum("btd,hdk->bhtk", x, w_heads)',
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {X_AT_W_HEADS: r"\bx\s*@\s*w_heads\b(?!\s*\[)|matmul\(\s*x\s*,\s*w_heads\s*\)"}
 FUSE_NO_MOVE = Mistake("fuse-without-moving-heads", "w_heads was reshaped without moving the head axis first")
 FUSE_NO_MOVE_ROWS = FUSE_NO_MOVE.plus(", so rows of different heads got mixed")
 FUSE_INTERLEAVED = Mistake(
@@ -39,6 +48,15 @@ FUSE_ROWS = Mistake(
     "heads-stacked-along-rows",
     "the heads were stacked along the rows (axis 0) instead of side by side along the columns",
 )
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "linear": {"x": "D", "w": "D D_out", "b": "D_out"},
+    "head_projections": {"x": "B T D", "w_heads": "H D K"},
+    "fuse_head_weights": {"w_heads": "H D K"},
+}
 
 
 def rng(seed=0):
@@ -84,6 +102,7 @@ class TestLinear:
             mistakes={W_TRANSPOSED: lambda: x @ w.T + b},
         )
 
+    @hand_checked
     def test_linear_small_case_by_hand(self, lesson):
         x = np.array([[1.0, 2.0]])  # (1, 2)
         w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])  # (2, 3)
@@ -182,6 +201,7 @@ class TestHeadProjections:
             },
         )
 
+    @hand_checked
     def test_head_projections_small_case_by_hand(self, lesson):
         x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
         w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])  # head 0 reads d=0, head 1 reads d=1
@@ -260,6 +280,7 @@ class TestFuseHeadWeights:
             },
         )
 
+    @hand_checked
     def test_fused_weight_small_case_by_hand(self, lesson):
         w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
         expected = np.array([[1.0, 3.0], [2.0, 4.0]])  # column h is head h

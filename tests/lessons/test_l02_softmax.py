@@ -13,7 +13,15 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, Mistake, check_array, check_not_modified, diagnose, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    diagnose,
+    exercise,
+    hand_checked,
+)
 
 B, H, T, S = 2, 4, 3, 5
 INF = np.inf
@@ -352,6 +360,7 @@ class TestSoftmax:
             mistakes=softmax_mistakes(x),
         )
 
+    @hand_checked
     def test_softmax_small_case_by_hand(self, lesson):
         x = np.log(np.array([[1.0, 3.0], [2.0, 2.0]]))
         # exp(x) = [[1, 3], [2, 2]]: each row divided by its sum, 4 and 4.
@@ -617,6 +626,7 @@ class TestLogsumexp:
             mistakes=lse_mistakes(x),
         )
 
+    @hand_checked
     def test_logsumexp_small_case_by_hand(self, lesson):
         x = np.log(np.array([[1.0, 3.0], [2.0, 6.0]]))
         # exp(x) = [[1, 3], [2, 6]]: row sums 4 and 8, so [log 4, log 8].

@@ -13,9 +13,24 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import (
+    Mistake,
+    check_array,
+    check_not_modified,
+    check_tuple,
+    exercise,
+    hand_checked,
+)
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "attention_scores": {"q": "T K", "k": "S K"},
+    "scaled_dot_product_attention": {"q": "T K", "k": "S K", "v": "S Kv", "mask": "T S"},
+}
 
 
 def rng(seed=0):
@@ -107,6 +122,14 @@ NO_TRANSPOSE = Mistake(
     "no-transpose",
     "k was not transposed: q @ k instead of q @ k^T (swap k's last two axes with np.swapaxes(k, -1, -2))",
 )
+K_DOT_T = Mistake(
+    "k-dot-t",
+    "`.T` was used on a batched k: it reverses EVERY axis, (B, S, K) -> (K, S, B), so q @ k.T "
+    "cannot line up (it only works on 2-D arrays); swap the last two axes: np.swapaxes(k, -1, -2)",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code on a line
+# the error went through (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {K_DOT_T: r"\.T\b"}
 PROMOTED = Mistake(
     "promoted",
     "float32 came back as float64: in numpy 2 multiplying by a numpy float64 such as "
@@ -360,6 +383,7 @@ class TestAttentionScores:
             mistakes=scale_mistakes(q, k),
         )
 
+    @hand_checked
     def test_scores_small_case_by_hand(self, lesson):
         q = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
         k = np.array([[1.0, 0.0, 1.0, 0.0], [2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
@@ -486,6 +510,7 @@ class TestScaledDotProductAttention:
             what="scaled_dot_product_attention(q, k, v) with q (2, 4, 6), k (2, 5, 6), v (2, 5, 7)",
         )
 
+    @hand_checked
     def test_attention_small_case_by_hand(self, lesson):
         q = np.array(
             [[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]]

@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, Mistake, check_array, check_not_modified, diagnose, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    diagnose,
+    exercise,
+    hand_checked,
+)
 
 B, T, S = 3, 4, 7
 
@@ -204,6 +212,7 @@ class TestCausalMask:
             mistakes=causal_mistakes(T, S),
         )
 
+    @hand_checked
     def test_causal_mask_small_case_by_hand(self, lesson):
         # 3 cached tokens and 2 new ones: query 0 sits at position 3, query 1 at position 4.
         expected = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
@@ -298,6 +307,7 @@ class TestPaddingMask:
             mistakes=padding_mistakes(lengths, S),
         )
 
+    @hand_checked
     def test_padding_mask_small_case_by_hand(self, lesson):
         lengths = np.array([2, 3])
         # sequence 0 owns keys 0, 1; sequence 1 owns keys 0, 1, 2; key 3 is padding in both
@@ -433,6 +443,7 @@ class TestCombineMasks:
             what="combine_masks(causal (T, S), padding (B, 1, S))",
         )
 
+    @hand_checked
     def test_combine_masks_small_case_by_hand(self, lesson):
         m1 = np.array([[True, False], [True, True]])
         m2 = np.array([[True, True], [False, True]])

@@ -12,10 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import Mistake, check_array, check_not_modified, exercise
+from course.engine.testing import Mistake, check_array, check_not_modified, exercise, hand_checked
 
 B, T, H, K = 2, 3, 4, 5
 D = H * K
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {"split_heads": {"x": "B T D"}, "merge_heads": {"x": "B H T K"}}
 
 
 def rng(seed=0):
@@ -102,6 +107,12 @@ MERGE_T_AXIS = Mistake(
     "the features: (B, T, H*K)",
 )
 
+MERGE_REVERSED = Mistake(
+    "merge-reversed",
+    "the heads were merged in reverse order: head h must fill columns h*K:(h+1)*K, head 0 "
+    "first (Concat(head_1, ..., head_H)), not head H-1 first",
+)
+
 
 def split_mistakes(x, n_heads):
     """Named wrong splits of x (B, T, D) into n_heads heads."""
@@ -127,6 +138,7 @@ def merge_mistakes(x):
         MERGE_INTERLEAVED: lambda: x.transpose(0, 2, 3, 1).reshape(b_, t_, h_ * k_),
         MERGE_NO_RESHAPE: lambda: np.swapaxes(x, 1, 2),
         MERGE_T_AXIS: lambda: np.concatenate([x[:, h] for h in range(h_)], axis=1),
+        MERGE_REVERSED: lambda: np.swapaxes(x[:, ::-1], 1, 2).reshape(b_, t_, h_ * k_),
     }
 
 
@@ -152,6 +164,7 @@ class TestSplitHeads:
             mistakes=split_mistakes(x, H),
         )
 
+    @hand_checked
     def test_split_heads_small_case_by_hand(self, lesson):
         x = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
         # head 0 owns columns 0:2 of both tokens, head 1 columns 2:4
@@ -283,6 +296,7 @@ class TestMergeHeads:
             mistakes=merge_mistakes(x),
         )
 
+    @hand_checked
     def test_merge_heads_small_case_by_hand(self, lesson):
         x = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
         # token t's row is head 0's row t, then head 1's row t

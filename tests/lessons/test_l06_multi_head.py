@@ -22,12 +22,28 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, check_tuple, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    check_tuple,
+    exercise,
+    hand_checked,
+)
 
 B, T, S, H, K = 2, 3, 5, 4, 6
 D = H * K  # 24
 FIXTURES = Path(__file__).parent / "fixtures" / "l06_multi_head.npz"
 BIASES = ("b_q", "b_k", "b_v", "b_o")
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    name: {"x_q": "B T D", "x_kv": "B S D", "params": "", "n_heads": "", "mask": "T S"}
+    for name in ("multi_head_attention", "multi_head_attention_loop")
+}
 
 
 def rng(seed=0):
@@ -99,6 +115,25 @@ SELF_ONLY = Mistake(
     "x_q was used for the keys and values: keys and values come from x_kv (in "
     "cross-attention its length S differs from T)",
 )
+SELF_PART = Mistake(
+    "self-part",
+    "x_q was used for the {which} (only the {other} came from x_kv): keys and values both come "
+    "from x_kv, the sequence attended to (in cross-attention its length S differs from T)",
+)
+SELF_KEYS, SELF_VALUES = (
+    SELF_PART.format(which="keys", other="values"),
+    SELF_PART.format(which="values", other="keys"),
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code). With T != S,
+# keys or values from x_q alone make lesson 3's attention fail on mismatched shapes.
+KEYS_FROM_X_Q = r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_k[\"']"
+VALUES_FROM_X_Q = r"\blinear\(\s*x_q\s*,\s*params\[\s*[\"']w_v[\"']"
+CODE_MISTAKES = {
+    SELF_ONLY: (KEYS_FROM_X_Q, VALUES_FROM_X_Q),
+    SELF_KEYS: KEYS_FROM_X_Q,
+    SELF_VALUES: VALUES_FROM_X_Q,
+}
 SWAPPED_SOURCES = Mistake(
     "swapped-sources",
     "the queries came from x_kv and the keys and values from x_q: queries come "
@@ -154,6 +189,12 @@ WRONG_ORDER_BIAS = Mistake(
     "wrong-order-bias",
     "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)",
 )
+SHARES_STATE = Mistake(
+    "shares-state",
+    "the result shares memory with the PyTorch state (w_in[:D].T and the like are views of it): "
+    "training the course parameters in place changed the PyTorch weights; copy each array "
+    "(np.array(...) or .copy())",
+)
 
 
 def _softmax(x):
@@ -197,7 +238,9 @@ def variant(
             if name in p:
                 p[name] = p[name][order]
     x_q, x_kv = np.asarray(x_q, np.float64), np.asarray(x_kv, np.float64)
-    src_q, src_kv = {"x_kv": (x_q, x_kv), "self": (x_q, x_q), "swapped": (x_kv, x_q)}[source]
+    sources = {"x_kv": (x_q, x_kv, x_kv), "self": (x_q, x_q, x_q), "swapped": (x_kv, x_q, x_q)}
+    sources |= {"self keys": (x_q, x_q, x_kv), "self values": (x_q, x_kv, x_q)}
+    src_q, src_k, src_v = sources[source]
 
     def project(x, w, b):
         y = x @ p[w] + p.get(b, 0.0)  # (B, N, D) -> (B, N, H*K)
@@ -205,7 +248,7 @@ def variant(
         return y.reshape(n_b, n, n_heads, k_w).transpose(0, 2, 1, 3)  # -> (B, H, N, K)
 
     q = project(src_q, "w_q", "b_q")
-    k, v = project(src_kv, "w_k", "b_k"), project(src_kv, "w_v", "b_v")
+    k, v = project(src_k, "w_k", "b_k"), project(src_v, "w_v", "b_v")
     n_b, _, n_t, _ = q.shape
     n_s = k.shape[2]
     scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(scale_width or k_w)  # (B, H, T, S)
@@ -242,6 +285,8 @@ def mha_mistakes(x_q, x_kv, params, n_heads, mask=None, part=0):
     else:
         mistakes[NO_OUT_PROJ] = named(out_proj=False)
     mistakes[SELF_ONLY] = named(source="self")
+    mistakes[SELF_KEYS] = named(source="self keys")
+    mistakes[SELF_VALUES] = named(source="self values")
     mistakes[SWAPPED_SOURCES] = named(source="swapped")
     mistakes[SCALE_D] = named(scale_width=np.shape(x_q)[-1])
     if params["w_q"].shape[1] != np.shape(x_q)[-1]:
@@ -411,6 +456,7 @@ class TestMultiHeadAttention:
             what="multi_head_attention(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
         )
 
+    @hand_checked
     def test_small_case_by_hand(self, lesson):
         # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
         # head 1's, feature 2 the value of both heads.
@@ -732,6 +778,7 @@ class TestMultiHeadAttentionLoop:
             what="multi_head_attention_loop(x_q (2, 3, 24), x_kv (2, 5, 24), params, n_heads=4)",
         )
 
+    @hand_checked
     def test_loop_small_case_by_hand(self, lesson):
         # The case of test_small_case_by_hand: heads [7] and [6], Concat [7, 6] @ w_o + b_o.
         x_q = np.array([[[1.0, 1.0, 0.0]]])
@@ -931,6 +978,7 @@ class TestParamsFromTorch:
             result, state, what="params_from_torch(state of MultiheadAttention(20, 4), n_heads=4)"
         )
 
+    @hand_checked
     def test_params_from_torch_small_case_by_hand(self, lesson):
         state = {
             "in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2
@@ -990,6 +1038,46 @@ class TestParamsFromTorch:
         result = lesson.params_from_torch(state, int(case["n_heads"]))
         check_not_modified(lesson, "params_from_torch(state, n_heads)")
         check_converted(result, state, what="params_from_torch(state, n_heads) in float32")
+
+    def test_the_result_holds_copies_not_views_of_the_state(self, lesson):
+        # "Copies, not views" cannot be seen in arrays that come back as bytes. The lesson's
+        # given fine_tune_step converts and subtracts 0.5 from every course array in place, in
+        # the same worker call: a view of the state makes the state change, which the grader
+        # reads back from the input file it owns (lesson.mutated) and in the state returned.
+        for name in ("self", "cross_no_bias_shared_mask"):
+            case = fixtures()[name]
+            state = torch_state(case)
+            what = (
+                f"fine_tune_step(state, {int(case['n_heads'])}) (your params_from_torch, then "
+                "w -= 0.5 in place)"
+            )
+            result = lesson.fine_tune_step(state, int(case["n_heads"]))
+            changed = [label.replace("argument 1", "state") for label in lesson.mutated]
+            back = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else None
+            if isinstance(back, dict) and not changed:
+                changed = [
+                    f"state[{key!r}]"
+                    for key, value in state.items()
+                    if key not in back or not np.array_equal(np.asarray(back[key]), value)
+                ]
+            if changed:
+                raise KnownMistake(
+                    f"{what} changed the state ({', '.join(changed)}).\n"
+                    f"This looks like a known mistake: {SHARES_STATE}.",
+                    SHARES_STATE,
+                )
+            assert back is not None and isinstance(result[0], dict), (
+                f"{what} did not return (params, state): fine_tune_step is given in the lesson "
+                "file; restore it as it was."
+            )
+            # The step must have been taken in place, or a view would go unseen.
+            for key, want in torch_to_course(state).items():
+                got = result[0].get(key)
+                if isinstance(got, np.ndarray) and got.shape == want.shape and np.allclose(got, want):
+                    raise AssertionError(
+                        f"{what}: {key} was not updated in place; fine_tune_step is given in the "
+                        "lesson file, restore it as it was."
+                    )
 
     @given(
         d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 2**32 - 1)

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise
+from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise, hand_checked
 
 TOL = 1e-9  # largest error allowed at a graded position: SCORE = 50 gives about 1e-21
 FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded
@@ -466,6 +466,7 @@ class TestTwoHeadWeights:
         params = checked_params(lesson.two_head_weights(V, L), V, L, what)
         assert set(params) >= {"w_q", "w_k", "w_v", "w_o"}
 
+    @hand_checked
     def test_two_heads_copy_the_tokens_one_and_two_back_by_hand(self, lesson):
         tokens = np.array([[2, 0, 1, 2], [1, 1, 0, 2]])  # V=3, L=4: K = 7, D = 14
         expected = np.zeros((2, 4, 14))

@@ -32,11 +32,27 @@ from course.engine.testing import (
     check_scalar,
     check_tuple,
     exercise,
+    hand_checked,
 )
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7
 D = H * K  # 42
 N_REP = H // G  # 2 query heads per key/value head
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {
+    "repeat_kv": {"x": "B G S K"},
+    "grouped_query_attention": {
+        "x_q": "B T D",
+        "x_kv": "B S D",
+        "params": "",
+        "n_heads": "",
+        "n_kv_heads": "",
+        "mask": "T S",
+    },
+}
 
 
 def rng(seed=0):
@@ -136,6 +152,10 @@ REPEAT_FLAT = Mistake(
     "repeat-flat",
     "np.repeat was called without axis=1, so it flattened the array",
 )
+REPEAT_FLAT_RESHAPED = REPEAT_FLAT.plus(
+    " (reshaping it back to (B, H, S, K) does not undo that: each number was repeated in "
+    "place, so the heads hold runs of the same number): np.repeat(x, n_rep, axis=1)"
+)
 GQA_TILED = Mistake(
     "gqa-tiled",
     "query head i used key/value head i % G (the order 0, 1, 0, 1 of np.tile, or of "
@@ -192,6 +212,15 @@ SWAPPED = Mistake(
     "swapped",
     "out and weights are returned in the wrong order: return out, weights",
 )
+KV_SPLIT_H = Mistake(
+    "kv-split-into-h-heads",
+    "k or v was split into H = n_heads heads: w_k and w_v are (D, G*K), so k and v have only "
+    "G = n_kv_heads heads of width K: split_heads(k, n_kv_heads), then repeat_kv",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code around
+# the error (the grading plugin applies these to every check; testing.named_by_code): split
+# into H heads, G*K features raise in lesson 5's split_heads ("... not divisible by ...").
+CODE_MISTAKES = {KV_SPLIT_H: r"split_heads\(\s*[kv]\w*\s*,\s*(?:H|n_heads)\s*\)"}
 
 
 def _softmax(x):
@@ -436,6 +465,7 @@ class TestKvHeadForQueryHead:
             mistakes=map_mistakes(H, G),
         )
 
+    @hand_checked
     def test_consecutive_query_heads_share_a_kv_head_by_hand(self, lesson):
         # H = 6, G = 3: groups of 6 // 3 = 2 consecutive query heads -> [0, 0, 1, 1, 2, 2]
         # (i % 3 would give [0, 1, 2, 0, 1, 2], i // 3 would give [0, 0, 0, 1, 1, 1])
@@ -500,7 +530,12 @@ class TestKvHeadForQueryHead:
 
 # ---------------------------------------------------------------- repeat_kv
 def repeat_mistakes(x, n_rep):
-    mistakes = {TILED: lambda: np.tile(x, (1, n_rep, 1, 1)), REPEAT_FLAT: lambda: np.repeat(x, n_rep)}
+    b_, g_, s_, k_ = x.shape
+    mistakes = {
+        TILED: lambda: np.tile(x, (1, n_rep, 1, 1)),
+        REPEAT_FLAT: lambda: np.repeat(x, n_rep),
+        REPEAT_FLAT_RESHAPED: lambda: np.repeat(x, n_rep).reshape(b_, g_ * n_rep, s_, k_),
+    }
     for axis, letter in ((0, "B"), (2, "S"), (3, "K")):
         mistakes[REPEAT_AXIS.format(axis=axis, letter=letter)] = lambda axis=axis: np.repeat(
             x, n_rep, axis=axis
@@ -520,6 +555,7 @@ class TestRepeatKv:
             mistakes=repeat_mistakes(x, N_REP),
         )
 
+    @hand_checked
     def test_repeat_kv_small_case_by_hand(self, lesson):
         x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1)  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
         # each head twice, in place: 10, 10, 20, 20, 30, 30 (np.tile: 10, 20, 30, 10, 20, 30)
@@ -609,6 +645,7 @@ class TestGroupedQueryAttention:
         )
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
+    @hand_checked
     def test_gqa_small_case_by_hand(self, lesson):
         # H = 4 query heads, G = 2 key/value heads, K = 1, D = 4; one query, two keys.
         # Every query head asks q = ln 3. kv head 0 has keys [1, 0] and values [4, 0]; kv head 1
@@ -658,6 +695,7 @@ class TestGroupedQueryAttention:
             },
         )
 
+    @hand_checked
     def test_mqa_small_case_by_hand(self, lesson):
         # H = 2 query heads share G = 1 key/value head; K = 1, D = 2, w_q and w_o the identity.
         # keys [ln 3, 0], values [4, 8]; query head 0 asks 1, query head 1 asks 2:

@@ -20,12 +20,17 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise, hand_checked
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K  # 12
 L = 5  # tokens decoded one at a time
 S0 = 6  # positions in a ready-made cache
+
+
+# The letters of each function's array arguments (their last axes), in parameter order: a raw
+# numpy error in the learner's code is shown with the shapes of the call in these letters.
+DIMS = {"decode_step": {"x_t": "D", "cache_k": "B G S K", "cache_v": "B G S K"}}
 
 
 def rng(seed=0):
@@ -220,6 +225,15 @@ WRONG_AXIS = Mistake(
     "append-wrong-axis",
     "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)",
 )
+CONCAT_AXIS = Mistake(
+    "append-wrong-axis",
+    "the cache was concatenated along an axis other than 2: the cache is (B, H, S, K) and the "
+    "new entries (B, H, 1, K), so only the positions S (axis 2, or -2) can grow: "
+    "np.concatenate([cache_k, k], axis=2)",
+)
+# Mistakes that raise instead of returning a wrong answer, named from the learner's code on a line
+# the error went through (the grading plugin applies these to every check; testing.named_by_code).
+CODE_MISTAKES = {CONCAT_AXIS: r"concatenate\(.*axis\s*=\s*(?!(?:2|-2)\b)-?\d"}
 OFF_BY_ONE = Mistake(
     "off-by-one",
     "off by one: the new query attends only to the cached positions, not to its own key "
@@ -455,6 +469,7 @@ class TestKvCacheBytes:
             mistakes=bytes_mistakes(1, 1, 1, 1, 1),
         )
 
+    @hand_checked
     def test_kv_cache_bytes_small_case_by_hand(self, lesson):
         # every factor a different prime, so each missing factor gives a different number:
         # 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120
@@ -577,6 +592,7 @@ class TestDecodeStep:
             "n_kv_heads=2)",
         )
 
+    @hand_checked
     def test_new_token_attends_to_the_cache_and_to_itself_small_case_by_hand(self, lesson):
         one = np.array([[1.0]])
         params = {"w_q": one, "w_k": one, "w_v": one, "w_o": one, "b_v": np.array([6.0])}

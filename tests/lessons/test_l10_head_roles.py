@@ -26,7 +26,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, Mistake, check_array, check_not_modified, exercise
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_not_modified,
+    exercise,
+    hand_checked,
+)
 
 B, H, T, S = 2, 3, 5, 7
 OFFSETS = (-2, -1, 0, 1)
@@ -618,6 +625,7 @@ class TestHeadConfidence:
         w = random_weights(rng(1), (B, H, T, S), zero_rows=0.0)
         check_confidence(lesson, w, "head_confidence(weights (B, H, T, S) = (2, 3, 5, 7))")
 
+    @hand_checked
     def test_small_case_by_hand(self, lesson):
         w = np.array([[[1.0, 0.0], [0.5, 0.5]]])  # H = 1, T = S = 2: (1 + 0.5) / 2
         check_array(
@@ -708,6 +716,7 @@ class TestRelativePositionShare:
         w = random_weights(rng(10), (B, H, T, T), zero_rows=0.0)
         check_share(lesson, w, -1, "relative_position_share(weights (B, H, T, T) = (2, 3, 5, 5), -1)")
 
+    @hand_checked
     def test_small_case_by_hand_with_more_keys_than_queries(self, lesson):
         # T = 2 rows against S = 3 keys: row 0 is position 1, row 1 is position 2.
         # offset -1: row 0 targets key 0 (argmax 1: miss), row 1 targets key 1 (argmax 1: hit)

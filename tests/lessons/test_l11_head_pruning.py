@@ -32,6 +32,7 @@ from course.engine.testing import (
     check_not_modified,
     check_tuple,
     exercise,
+    hand_checked,
 )
 
 # attention sizes
@@ -849,6 +850,7 @@ class TestSequenceLosses:
             mistakes={SUMMED: np.array([2, 1, 4]) * math.log(V)},
         )
 
+    @hand_checked
     def test_a_small_case_by_hand(self, lesson):
         # sequence 0: position 0 predicts token 0 with logits [log 3, 0, 0]: p = 3/5, position 1
         # is not scored; sequence 1: both positions scored, p = 1/5 and 1/5

@@ -38,6 +38,7 @@ from course.engine.testing import (
     check_array,
     check_not_modified,
     exercise,
+    hand_checked,
 )
 
 D, H, K = 5, 6, 4  # a layer: model width, heads, head width (H*K = 24 columns)
@@ -510,6 +511,7 @@ class TestMeanPool:
         result = lesson.mean_pool_kv_heads(params, H, G)
         check_layer(result, convert_loop(params, H, G), params, H, G, what)
 
+    @hand_checked
     def test_two_heads_pooled_into_one_by_hand(self, lesson):
         # H = 2 heads of width K = 1, G = 1: the key head is the mean of the two columns
         params = {

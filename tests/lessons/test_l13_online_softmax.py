@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
-from course.engine.testing import KnownMistake, Mistake, check_array, check_peak_below, exercise
+from course.engine.testing import KnownMistake, Mistake, check_array, check_peak_below, exercise, hand_checked
 
 B, H, T, S, K, KV = 2, 3, 5, 11, 4, 6
 BLOCKS = (1, 3, 4, 11, 64)  # 11 keys: 11 x 1, 3+3+3+2, 4+4+3, one full block, one short block
@@ -278,6 +278,7 @@ class TestOnlineSoftmax:
         x = growing_rows(rng(1), (B, T, S))
         check_softmax(lesson.online_softmax(x, 4), x, 4, what="online_softmax(x (B, T, S) = (2, 5, 11), 4)")
 
+    @hand_checked
     def test_small_case_by_hand_in_blocks_of_two(self, lesson):
         # x = [0, 1, 2, 3, 4, 5] in blocks [0, 1], [2, 3], [4, 5]: the maximum grows in every block.
         # softmax = exp(x - 5) / sum_j exp(x_j - 5) = [0.0043, 0.0116, 0.0315, 0.0858, 0.2331, 0.6337]
@@ -375,6 +376,7 @@ class TestOnlineSoftmaxAttention:
             "v (B, H, S, Kv) = (2, 3, 11, 6), block_size=4)",
         )
 
+    @hand_checked
     def test_small_case_by_hand_one_query_three_blocks(self, lesson):
         # K = 1, q = [[1]], keys 0..5 and scale 1: the scores are 0..5, visited in blocks of 2,
         # the maximum growing in every block. The values are 10 * position, so the output is
