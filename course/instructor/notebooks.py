@@ -1,19 +1,25 @@
 """Jupyter notebooks built from the catalog and the lesson's single source, for instructors.
 
 For each lesson three notebooks, all from the solution file split by ``course.lesson_source``:
-``student/`` (lesson text, skeleton cells, test cells, no solution), ``instructor/`` (the same
-with every solution body between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers,
-as in the solution file, and nbgrader schema-3 cell metadata) and ``solved/`` (the instructor
-notebook executed). The test cells write the notebook's functions to
-``<module>.py`` in a scratch folder, next to the course's reference solutions of the earlier
-lessons it imports, and grade it with ``course.engine.runner.grade``: the same tests as
-``course check``. Cell ids come from the lesson and the cell's index, so a rebuild is identical.
-nbformat is needed to build; nbclient and ipykernel to execute.
+``student/`` (lesson text, skeleton cells, test cells, no solution; the course's cells cannot be
+edited or deleted), ``instructor/`` (the same with every solution body between nbgrader's
+``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, as in the solution file, and nbgrader
+schema-3 cell metadata) and ``solved/`` (the instructor notebook executed).
+
+The earlier lessons a lesson imports are given as visible code (the course's reference) that
+becomes modules in the kernel's memory: the notebook needs no file and, to run, no course
+package. The setup cell records the cells the learner runs; the grading cell grades them as
+the lesson module (``notebook_cells``: the rule `course grade` applies to the notebook file)
+with ``course.engine.runner.grade``, and each test cell shows one line and has as value the
+exercise's points: its passed checks, which nbgrader reads as partial credit (the cell's
+``points`` are the exercise's number of checks). Cell ids come from the lesson and the cell's
+index, so a rebuild is identical. nbformat is needed to build; nbclient and ipykernel to execute.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tempfile
 from collections.abc import Callable
@@ -22,6 +28,7 @@ from typing import Any
 
 from course import lesson_source
 from course.catalog import Catalog, Lesson
+from course.instructor.notebook_cells import TAG
 from course.lesson_source import BEGIN, END, LessonSource
 
 VARIANTS = ("student", "instructor", "solved")
@@ -66,7 +73,7 @@ def markdown_sections(text: str, lesson: Lesson) -> list[str]:
     last section ends with what to do in a notebook (where the skeleton says which file to edit)."""
     text = (
         f"{text.rstrip()}\n\nFill in the functions below, then run the test cells at the end: they "
-        f"run the same checks as `course check {lesson.number}`."
+        f"run the same checks as `course check {lesson.number}`, one point per passed check."
     )
     lines = text.splitlines()
     sections: list[list[str]] = [[f"# {lines[0].rstrip('.')}", ""]]
@@ -87,75 +94,118 @@ def _escape(line: str) -> str:
     return "`".join(p if i % 2 else p.replace("*", r"\*") for i, p in enumerate(parts))
 
 
-def _literal(text: str) -> str:
-    return f"'''\\\n{text}'''" if "'''" not in text and "\\" not in text else repr(text)
+def exercise_checks(lesson: Lesson) -> dict[str, int]:
+    """Each exercise's number of checks (its points in nbgrader and in `course grade`), counted
+    by grading the pristine skeleton (fast: every check stops at its NotImplementedError)."""
+    from course.engine.runner import grade
+
+    result = grade(lesson, lesson.skeleton.parent)
+    return {exercise.name: len(exercise.checks) for exercise in result.exercises}
+
+
+SETUP_CELL = f"""\
+{TAG} setup. Run this cell first (Run All does): from here on the kernel keeps the cells you run,
+# which the grading cell below grades as your lesson module. Without the course installed (a class
+# release) nothing is graded here: your instructor grades the notebook you hand in.
+try:
+    from course.instructor.notebook_cells import exercise_line, grade_module, record_cells, recorded_module
+except ImportError:
+    record_cells = None
+else:
+    record_cells(get_ipython())
+EARLIER = {{}}"""
+
+
+def _given_text(modules: list[str], catalog: Catalog) -> str:
+    named = ", ".join(
+        f"lesson {lesson.number} (`{module}`)" for module in modules if (lesson := catalog.by_module(module))
+    )
+    return (
+        "## Given: the earlier lessons' code\n\n"
+        f"This lesson builds on {named}. The cell below gives you **the course's reference code** "
+        "of those lessons, not your own: where the text says *your* function from an earlier "
+        "lesson, in this notebook it is this given code. Read it; do not edit it. The imports "
+        "below take their names from it, and `course grade` grades your code with the same given "
+        "code."
+    )
+
+
+def _earlier_cell(modules: list[str], catalog: Catalog) -> str:
+    entries = "".join(
+        f"    {module!r}: {_code_literal(_reference(module, catalog))},\n" for module in modules
+    )
+    return f"""\
+{TAG} given. The earlier lessons' code ({", ".join(modules)}): the course's reference, made
+# into modules in this kernel's memory (no file is written), so that `from ... import` works.
+import sys
+import types
+
+EARLIER = {{
+{entries}}}
+for _name, _code in EARLIER.items():
+    sys.modules[_name] = types.ModuleType(_name)
+    exec(compile(_code, f"<given {{_name}}>", "exec"), sys.modules[_name].__dict__)"""
+
+
+def _reference(module: str, catalog: Catalog) -> str:
+    """An earlier lesson's reference solution as a learner reads it (no region markers)."""
+    lesson = catalog.by_module(module)
+    assert lesson is not None, module
+    return lesson_source.without_markers(lesson.solution.read_text(encoding="utf-8"))
+
+
+def _code_literal(text: str) -> str:
+    """A readable string literal of Python source: raw triple quotes when the text allows."""
+    if "'''" not in text and not text.rstrip("\n").endswith("\\"):
+        return "r'''\n" + text + "'''"
+    return repr(text)
 
 
 def grading_cell(lesson: Lesson, source: LessonSource, catalog: Catalog) -> str:
-    """The cell that writes the notebook's functions to a module file and grades it."""
-    names = ", ".join(repr(f.name) for f in source.functions)
-    earlier = "".join(f"{m!r}, " for m in earlier_modules(lesson, catalog))
+    """The cell that grades the cells run so far as the lesson's module, and the test helper."""
     return f'''\
-# Grading: the functions above go into {lesson.file_name} in a scratch folder, next to the
-# course's reference solutions of the earlier lessons it imports, and the course's own tests
-# grade it: the same checks as `course check {lesson.number}`. The cells below need `result`.
-import inspect
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any
+{TAG} grading. The cells you ran (each in its latest version, in the order first run; not the
+# course's own cells) make {lesson.file_name}; in a scratch folder next to the given earlier
+# lessons' code, the course's tests grade it: the same checks as `course check {lesson.number}`.
+# This is feedback while you work. Your grade comes from your instructor's `course grade` on the
+# notebook you hand in, which reads the same cells from the file and grades them apart from any
+# kernel (this kernel's tests can be fooled by code run in it; that grade cannot).
 
-from course import resources
-from course.catalog import load_catalog
-from course.engine.runner import grade
 
-HEADER = {_literal(source.header)}
-FUNCTIONS = ({names},)
-missing = [name for name in FUNCTIONS if name not in globals()]
-assert not missing, f"Run the cells that define {{', '.join(missing)}} first."
-lesson = load_catalog().by_module({lesson.module!r})
-with tempfile.TemporaryDirectory(prefix="{lesson.module}-") as scratch:
-    code = HEADER + "".join("\\n\\n" + inspect.getsource(globals()[name]) for name in FUNCTIONS)
-    Path(scratch, lesson.file_name).write_text(code, encoding="utf-8")
-    for earlier in ({earlier}):
-        shutil.copy(resources.solution_path(earlier), scratch)
-    result = grade(lesson, scratch)
-print(f"Lesson {{lesson.id}} · {{lesson.title}}: {{result.status}}")
-for exercise in result.exercises:
-    passed = sum(check.status == "passed" for check in exercise.checks)
-    print(f"  {{exercise.status:<12}} {{exercise.name:<32}} {{passed}}/{{len(exercise.checks)}}")
-for line in filter(None, [result.message, result.note]):
-    print(line)
+class NotebookProblem(Exception):
+    """A problem shown as one line in Jupyter, not as a traceback."""
+
+    def _render_traceback_(self):
+        return [f"{{type(self).__name__}}: {{self}}"]
+
+
+result = None
+if record_cells is None:
+    print("No grader in this kernel (the course is not installed): the tests below show 0 points.")
+else:
+    code = recorded_module()
+    if "def " not in code:
+        raise NotebookProblem("no cell of yours has run yet: Restart the kernel and Run All.")
+    result = grade_module({lesson.module!r}, code, EARLIER)
+    print(f"Lesson {lesson.id} · {lesson.title}: {{result.status}}")
+    for line in filter(None, [result.message, result.note]):
+        print(line)
 
 
 def check_exercise(name):
-    """Assert that every check of one exercise passed; say what the first problem is."""
-    exercise = next(e for e in result.exercises if e.name == name)
-    problems = [check for check in exercise.checks if check.status != "passed"]
-    detail = (problems[0].message if problems else "") or result.message
-    assert not problems, f"{{name}} is {{exercise.status}}: {{detail}}"
-    print(f"{{name}}: all {{len(exercise.checks)}} checks passed.")
+    """One line about one exercise; the cell's value is its points (one per passed check)."""
+    if result is None:
+        print(f"{{name}}: not graded in this kernel.")
+        return 0
+    points, line = exercise_line(result, name)
+    print(line)
+    return points
 '''
 
 
-def _earlier_cell(modules: list[str]) -> str:
-    names = ", ".join(modules)
-    return f"""\
-# The earlier lessons this one imports ({names}): the course's reference solutions, copied
-# to a scratch folder on the import path, so that this notebook runs on its own.
-import shutil
-import sys
-import tempfile
-
-from course import resources
-
-EARLIER = tempfile.mkdtemp(prefix="earlier-lessons-")
-for module in ({"".join(f"{m!r}, " for m in modules)}):
-    shutil.copy(resources.solution_path(module), EARLIER)
-sys.path.insert(0, EARLIER)"""
-
-
-def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0) -> dict:
+def _meta(
+    grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0, frozen: bool = False
+) -> dict:
     meta = {
         "grade_id": grade_id,
         "solution": solution,
@@ -165,7 +215,8 @@ def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points:
     }
     if grade:
         meta["points"] = points
-    return {"nbgrader": meta}
+    extra = {"editable": False, "deletable": False} if frozen else {}
+    return {**extra, "nbgrader": meta}
 
 
 def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
@@ -175,12 +226,17 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
 
     source = read_lesson(lesson)
     instructor = variant != "student"
+    frozen = not instructor  # the student's course cells cannot be edited or deleted in Jupyter
     cells = []
     for index, text in enumerate(markdown_sections(source.text, lesson)):
         cells.append(v4.new_markdown_cell(text, metadata=_meta(f"text_{index}")))
+    cells.append(v4.new_code_cell(SETUP_CELL, metadata=_meta("setup", frozen=frozen)))
     earlier = earlier_modules(lesson, catalog)
     if earlier:
-        cells.append(v4.new_code_cell(_earlier_cell(earlier), metadata=_meta("earlier_lessons")))
+        cells.append(v4.new_markdown_cell(_given_text(earlier, catalog), metadata=_meta("given_text")))
+        cells.append(
+            v4.new_code_cell(_earlier_cell(earlier, catalog), metadata=_meta("earlier_lessons", frozen=frozen))
+        )
     cells.append(v4.new_code_cell(source.header.rstrip("\n"), metadata=_meta("imports")))
     exercises = {exercise.name for exercise in lesson.exercises}
     for function in source.functions:  # functions that are not exercises come written
@@ -191,21 +247,27 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
                 metadata=_meta(function.name, solution=function.name in exercises),
             )
         )
+    checks = exercise_checks(lesson)
     cells.append(
         v4.new_markdown_cell(
-            "## Tests\n\nRun these cells once the functions above are written. Each exercise's cell "
-            "passes when every check of that exercise passes.",
+            "## Tests\n\nRun these cells once the functions above are written (Run All runs them "
+            "too). Each shows one line for its exercise; the cell's value is the points it earns, "
+            "one per passed check, the same points as `course grade`.",
             metadata=_meta("tests_text"),
         )
     )
     cells.append(
-        v4.new_code_cell(grading_cell(lesson, source, catalog).rstrip("\n"), metadata=_meta("grading"))
+        v4.new_code_cell(
+            grading_cell(lesson, source, catalog).rstrip("\n"), metadata=_meta("grading", frozen=frozen)
+        )
     )
     for exercise in lesson.exercises:
+        count = checks.get(exercise.name, 0)
         cells.append(
             v4.new_code_cell(
+                f"{TAG} test of {exercise.name}: {count} checks, a point each.\n"
                 f"check_exercise({exercise.name!r})",
-                metadata=_meta(f"test_{exercise.name}", grade=True, points=1),
+                metadata=_meta(f"test_{exercise.name}", grade=True, points=count, frozen=frozen),
             )
         )
     for index, cell in enumerate(cells):
