@@ -19,7 +19,6 @@ index, so a rebuild is identical. nbformat is needed to build; nbclient and ipyk
 from __future__ import annotations
 
 import ast
-import functools
 import re
 import tempfile
 from collections.abc import Callable
@@ -94,13 +93,18 @@ def _escape(line: str) -> str:
     return "`".join(p if i % 2 else p.replace("*", r"\*") for i, p in enumerate(parts))
 
 
+_CHECKS: dict[str, dict[str, int]] = {}
+
+
 def exercise_checks(lesson: Lesson) -> dict[str, int]:
     """Each exercise's number of checks (its points in nbgrader and in `course grade`), counted
-    by grading the pristine skeleton (fast: every check stops at its NotImplementedError)."""
-    from course.engine.runner import grade
+    once per process by grading the pristine skeleton (every check stops at NotImplementedError)."""
+    if lesson.module not in _CHECKS:
+        from course.engine.runner import grade
 
-    result = grade(lesson, lesson.skeleton.parent)
-    return {exercise.name: len(exercise.checks) for exercise in result.exercises}
+        result = grade(lesson, lesson.skeleton.parent)
+        _CHECKS[lesson.module] = {exercise.name: len(exercise.checks) for exercise in result.exercises}
+    return _CHECKS[lesson.module]
 
 
 SETUP_CELL = f"""\
@@ -114,6 +118,13 @@ except ImportError:
 else:
     record_cells(get_ipython())
 EARLIER = {{}}"""
+
+
+def _lesson(module: str, catalog: Catalog) -> Lesson:
+    lesson = catalog.by_module(module)
+    if lesson is None:
+        raise NotebookError(f"no lesson {module!r} in the catalog")
+    return lesson
 
 
 def _given_text(modules: list[str], catalog: Catalog) -> str:
@@ -132,7 +143,7 @@ def _given_text(modules: list[str], catalog: Catalog) -> str:
 
 def _earlier_cell(modules: list[str], catalog: Catalog) -> str:
     entries = "".join(
-        f"    {module!r}: {_code_literal(_reference(module, catalog))},\n" for module in modules
+        f"    {module!r}: {_code_literal(reference_code(_lesson(module, catalog)))},\n" for module in modules
     )
     return f"""\
 {TAG} given. The earlier lessons' code ({", ".join(modules)}): the course's reference, made
@@ -147,10 +158,9 @@ for _name, _code in EARLIER.items():
     exec(compile(_code, f"<given {{_name}}>", "exec"), sys.modules[_name].__dict__)"""
 
 
-def _reference(module: str, catalog: Catalog) -> str:
-    """An earlier lesson's reference solution as a learner reads it (no region markers)."""
-    lesson = catalog.by_module(module)
-    assert lesson is not None, module
+def reference_code(lesson: Lesson) -> str:
+    """An earlier lesson's reference solution as a learner reads it (no region markers): what
+    the notebooks give, and what `course grade` grades a notebook with."""
     return lesson_source.without_markers(lesson.solution.read_text(encoding="utf-8"))
 
 
@@ -235,7 +245,9 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
     if earlier:
         cells.append(v4.new_markdown_cell(_given_text(earlier, catalog), metadata=_meta("given_text")))
         cells.append(
-            v4.new_code_cell(_earlier_cell(earlier, catalog), metadata=_meta("earlier_lessons", frozen=frozen))
+            v4.new_code_cell(
+                _earlier_cell(earlier, catalog), metadata=_meta("earlier_lessons", frozen=frozen)
+            )
         )
     cells.append(v4.new_code_cell(source.header.rstrip("\n"), metadata=_meta("imports")))
     exercises = {exercise.name for exercise in lesson.exercises}
