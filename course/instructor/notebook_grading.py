@@ -33,7 +33,7 @@ class NotebookSubmission:
 
     key: str
     name: str
-    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (assignment, path)
+    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (nbgrader assignment or "", path)
 
 
 def _visible(path: Path) -> bool:
@@ -46,7 +46,7 @@ def submissions_in(folder: Path) -> list[NotebookSubmission]:
     root = folder / "submitted" if (folder / "submitted").is_dir() else folder
     flat = sorted(p for p in root.glob("*.ipynb") if _visible(p) and p.is_file())
     if flat:
-        return [NotebookSubmission(p.name, p.stem, [(p.stem, str(p))]) for p in flat]
+        return [NotebookSubmission(p.name, p.stem, [("", str(p))]) for p in flat]
     found = []
     for student in sorted(p for p in root.iterdir() if p.is_dir() and _visible(p)):
         books = sorted(
@@ -125,7 +125,10 @@ def grade_submission(submission: NotebookSubmission, modules: list[str]) -> dict
         full = result.to_dict()
         full["output"] = full["output"][-500:]
         row["lessons"][lesson.module] = dict(lesson_summary(result), result=full)
-        row["assignments"][lesson.module] = {"assignment": assignment, "timestamp": _timestamp(path)}
+        row["assignments"][lesson.module] = {
+            "assignment": assignment or lesson.module,  # a flat folder: the lesson
+            "timestamp": _timestamp(path),
+        }
     for module in modules:
         missing = {"lesson": module, "status": "missing", "points": 0, "max_points": 0, "exercises": []}
         row["lessons"].setdefault(module, dict(missing, result=None))
