@@ -152,6 +152,19 @@ def test_an_unchanged_student_notebook_runs_shows_one_line_per_test_and_leaves_n
         assert value == "0" and not any(o.output_type == "error" for o in cell.outputs)
 
 
+def test_a_class_release_kernel_without_the_course_runs_the_notebook_and_grades_nothing():
+    """The class release: a kernel with numpy only (no course, so no reference solution in it);
+    lesson 3's given lesson-2 code still imports, and the test cells say they cannot grade."""
+    lesson = CATALOG.by_module("l03_attention")
+    notebook = notebooks.build(lesson, CATALOG, "student")
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("import sys\nsys.modules['course'] = None"))
+    executed = notebooks.execute(notebook, "student", timeout=60)
+    grading = next(c for c in executed.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "grading")
+    assert outputs_text(grading).startswith("No grader in this kernel (the course is not installed)")
+    for cell in (c for c in executed.cells if c.metadata.get("nbgrader", {}).get("grade")):
+        assert [o.get("text") or o.data["text/plain"] for o in cell.outputs][1:] == ["0"]
+
+
 def test_the_notebooks_are_split_from_the_solution_file_alone(tmp_path):
     """The student cells are the generated skeleton's functions; the instructor cells are the
     solution's functions, regions and all (the solution file is nbgrader's source format)."""
