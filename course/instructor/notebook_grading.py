@@ -98,7 +98,7 @@ def grade_submission(submission: NotebookSubmission, modules: list[str]) -> dict
         path = Path(text)
         try:
             notebook = _read(path)
-        except (OSError, UnicodeDecodeError, ValueError) as error:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
             row["problems"].append(f"{path.name}: not a readable notebook ({str(error)[:100]})")
             continue
         lesson = lesson_of(notebook, path, catalog)
