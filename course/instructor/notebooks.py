@@ -213,6 +213,22 @@ def check_exercise(name):
 '''
 
 
+def _pictures_cell(lesson: Lesson) -> str:
+    return f"""\
+{TAG} pictures. What `course show --map {lesson.number}` draws, from the cells you ran: your
+# attention weights beside the right ones, and the lesson's other figures. Changes no points.
+if record_cells is not None:
+    from IPython.display import Image, display
+
+    from course.instructor.notebook_pictures import draw
+
+    images, note = draw({lesson.module!r}, recorded_module(), EARLIER)
+    for image in images:
+        display(Image(image))
+    if note:
+        print(note)"""
+
+
 def _meta(
     grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0, frozen: bool = False
 ) -> dict:
@@ -282,6 +298,8 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
                 metadata=_meta(f"test_{exercise.name}", grade=True, points=count, frozen=frozen),
             )
         )
+    if lesson.pictures.is_file():
+        cells.append(v4.new_code_cell(_pictures_cell(lesson), metadata=_meta("pictures", frozen=frozen)))
     for index, cell in enumerate(cells):
         cell["id"] = f"{lesson.module}-{index:02d}"
     notebook = v4.new_notebook(
