@@ -5,6 +5,7 @@ per module and shared; only two lessons' solved notebooks and one student notebo
 kernel (the rest is shown without one).
 """
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,10 @@ def test_the_student_notebook_holds_the_lesson_text_the_skeleton_and_no_outputs(
     assert scores.rstrip().endswith("raise NotImplementedError") and "TODO:" in scores
     assert "BEGIN SOLUTION" not in "\n".join(c.source for c in code)
     course_cells = [c for c in code if c.source.startswith(notebook_cells.TAG)]
-    assert len(course_cells) == 2 + 1 + len(CATALOG.by_module("l03_attention").exercises)
+    setup_given_grading_pictures = 4
+    assert len(course_cells) == setup_given_grading_pictures + len(
+        CATALOG.by_module("l03_attention").exercises
+    )
     assert all(not c.metadata.editable and not c.metadata.deletable for c in course_cells)
     assert not any("earlier-lessons" in c.source or "tempfile.mkdtemp" in c.source for c in code)
 
@@ -132,6 +136,12 @@ def test_the_solved_notebooks_ran_and_their_test_cells_passed_with_full_points(b
             assert value == str(cell.metadata.nbgrader.points)  # nbgrader reads it: full marks
         grading = next(c for c in notebook.cells if c.metadata.nbgrader.grade_id == "grading")
         assert f"Lesson {lesson.id} · {lesson.title}: passed" in outputs_text(grading)
+        pictures = [c for c in notebook.cells if c.metadata.nbgrader.grade_id == "pictures"]
+        assert len(pictures) == lesson.pictures.is_file()  # lesson 6 draws its maps; lesson 1 none
+        for cell in pictures:
+            assert not any(o.output_type == "error" for o in cell.outputs)
+            if importlib.util.find_spec("matplotlib"):
+                assert any("image/png" in o.get("data", {}) for o in cell.outputs)
 
 
 def test_an_unchanged_student_notebook_runs_shows_one_line_per_test_and_leaves_no_folder(
