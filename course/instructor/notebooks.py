@@ -171,7 +171,7 @@ def _code_literal(text: str) -> str:
     return repr(text)
 
 
-def grading_cell(lesson: Lesson, source: LessonSource, catalog: Catalog) -> str:
+def grading_cell(lesson: Lesson) -> str:
     """The cell that grades the cells run so far as the lesson's module, and the test helper."""
     return f'''\
 {TAG} grading. The cells you ran (each in its latest version, in the order first run; not the
@@ -189,27 +189,33 @@ class NotebookProblem(Exception):
         return [f"{{type(self).__name__}}: {{self}}"]
 
 
-result = None
-if record_cells is None:
-    print("No grader in this kernel (the course is not installed): the tests below show 0 points.")
-else:
-    code = recorded_module()
-    if "def " not in code:
-        raise NotebookProblem("no cell of yours has run yet: Restart the kernel and Run All.")
-    result = grade_module({lesson.module!r}, code, EARLIER)
-    print(f"Lesson {lesson.id} · {lesson.title}: {{result.status}}")
-    for line in filter(None, [result.message, result.note]):
-        print(line)
+EXERCISES = {tuple(e.name for e in lesson.exercises)!r}
+result, why = None, "no grader in this kernel"
 
 
 def check_exercise(name):
     """One line about one exercise; the cell's value is its points (one per passed check)."""
     if result is None:
-        print(f"{{name}}: not graded in this kernel.")
+        print(f"{{name}}: not graded ({{why}}).")
         return 0
     points, line = exercise_line(result, name)
     print(line)
     return points
+
+
+if record_cells is None:
+    print("No grader in this kernel (the course is not installed): the tests below show 0 points.")
+else:
+    code = recorded_module()
+    if not any(f"def {{name}}(" in code for name in EXERCISES):
+        why = "the grading cell stopped"
+        raise NotebookProblem(
+            f"the setup cell has not seen the cell defining {{EXERCISES[0]}}: Restart the kernel and Run All."
+        )
+    result = grade_module({lesson.module!r}, code, EARLIER)
+    print(f"Lesson {lesson.id} · {lesson.title}: {{result.status}}")
+    for line in filter(None, [result.message, result.note]):
+        print(line)
 '''
 
 
@@ -285,9 +291,7 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
         )
     )
     cells.append(
-        v4.new_code_cell(
-            grading_cell(lesson, source, catalog).rstrip("\n"), metadata=_meta("grading", frozen=frozen)
-        )
+        v4.new_code_cell(grading_cell(lesson).rstrip("\n"), metadata=_meta("grading", frozen=frozen))
     )
     for exercise in lesson.exercises:
         count = checks.get(exercise.name, 0)
