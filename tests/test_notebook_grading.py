@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from course.catalog import load_catalog
 from course.cli.instructor import register
-from course.instructor import notebook_cells, notebook_grading, notebook_pictures, notebooks
+from course.instructor import notebook_cells, notebook_grading, notebook_pictures, notebook_text, notebooks
 
 CATALOG = load_catalog()
 L01 = CATALOG.by_module("l01_projections")
@@ -107,7 +107,7 @@ def test_course_grade_finds_nbgraders_submitted_layout_and_says_when_there_is_no
 def test_the_pictures_cell_draws_the_maps_of_the_cells_code_or_says_in_one_line_why_not():
     pytest.importorskip("matplotlib")
     lesson = CATALOG.by_module("l03_attention")
-    earlier = {"l02_softmax": notebooks.reference_code(CATALOG.by_module("l02_softmax"))}
+    earlier = {"l02_softmax": notebook_text.reference_code(CATALOG.by_module("l02_softmax"))}
     for variant, expected in (("instructor", 1), ("student", 0)):
         module = notebook_cells.notebook_module(notebooks.build(lesson, CATALOG, variant))
         images, note = notebook_pictures.draw(lesson.module, module, earlier)

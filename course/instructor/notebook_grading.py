@@ -20,7 +20,8 @@ from pathlib import Path
 from course.catalog import Catalog, Lesson, load_catalog
 from course.instructor import similarity
 from course.instructor.notebook_cells import notebook_module
-from course.instructor.notebooks import earlier_modules, reference_code
+from course.instructor.notebook_text import reference_code
+from course.instructor.notebooks import earlier_modules
 from course.instructor.submissions import lesson_summary
 
 MAX_NOTEBOOK_BYTES = 8 * 1024**2
