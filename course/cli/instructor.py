@@ -56,7 +56,11 @@ def _safe(name: str) -> str:
 
 def grade(
     submissions_dir: Annotated[
-        Path, typer.Argument(metavar="SUBMISSIONS_DIR", help="A folder of .zip bundles.")
+        Path,
+        typer.Argument(
+            metavar="SUBMISSIONS_DIR",
+            help="A folder of .zip bundles, of .ipynb notebooks, or nbgrader's course or submitted/.",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")] = Path(
         "gradebook.csv"
@@ -70,21 +74,28 @@ def grade(
     junit: Annotated[
         Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")
     ] = None,
+    nbgrader_csv: Annotated[
+        Path | None,
+        typer.Option("--nbgrader-csv", metavar="FILE", help="Also write scores as nbgrader export does."),
+    ] = None,
     lessons: LessonsOption = None,
 ) -> None:
-    """Re-grade every submission bundle in a folder and write a gradebook."""
+    """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
     from course.catalog import load_catalog
     from course.instructor import exports, gradebook
 
     if not submissions_dir.is_dir():
-        fail(f"{submissions_dir} is not a folder: name the folder that holds the .zip bundles.")
+        fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
     chosen = lessons_named(load_catalog(), lessons)
-    found = gradebook.bundles_in(submissions_dir)
+    found = gradebook.submissions_in(submissions_dir)
     if not found:
-        fail(f"No .zip bundles in {submissions_dir}: `course submit` makes them.")
+        fail(
+            f"No submissions in {submissions_dir}: no .zip bundles (`course submit` makes them), no "
+            ".ipynb notebooks, no nbgrader submitted/STUDENT/ASSIGNMENT/*.ipynb."
+        )
     count = workers or os.cpu_count() or 1
     show(
-        f"Grading {len(found)} submissions, lessons "
+        f"Grading {found} submissions, lessons "
         f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers."
     )
 
@@ -101,6 +112,9 @@ def grade(
     if junit:
         exports.write_junit(result.rows, junit)
         written.append(str(junit))
+    if nbgrader_csv:
+        exports.write_nbgrader_csv(result.rows, result.max_points, nbgrader_csv)
+        written.append(str(nbgrader_csv))
     troubled = [row for row in result.rows if row["problems"]]
     alike = sum(bool(row.get("similar")) for row in result.rows)
     similar = f"{alike} with the same code as a reference solution or another submission (flagged)."

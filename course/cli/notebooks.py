@@ -28,8 +28,9 @@ def notebooks(
         typer.Option(help="Execute the instructor notebooks into solved/ (needs nbclient and ipykernel)."),
     ] = True,
 ) -> None:
-    """Build each lesson's notebooks: student (skeleton and test cells), instructor (nbgrader
-    source format with solutions) and solved (the instructor notebook executed)."""
+    """Build each lesson's notebooks: student (skeleton and test cells; runs without the course,
+    as a class release), instructor (nbgrader source format with solutions) and solved (the
+    instructor notebook executed). Grade submitted notebooks with `course grade`."""
     from course.catalog import load_catalog
 
     catalog = load_catalog()

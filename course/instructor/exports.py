@@ -4,6 +4,8 @@ JUnit: one ``<testsuite>`` per submission and lesson (``alice.zip: l01_projectio
 ``<testcase>`` per check; a failed or not-started check is a ``<failure>``, an error or a timeout
 an ``<error>``, with the grader's message. A refused bundle is one suite with one erroring case.
 
+nbgrader: a CSV with the columns of ``nbgrader export`` (scores from `course grade`).
+
 GitHub Classroom: ``.github/classroom/autograding.json`` (the autograding action's test list)
 and ``.github/workflows/classroom.yml`` (the workflow GitHub Classroom runs today, one
 command-grader step per lesson), both running ``course check N`` in the student's repository.
@@ -117,6 +119,36 @@ def _count(suite: ET.Element, tests: int, failures: int, errors: int, totals: di
 def write_junit(rows: Sequence[dict], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     junit_tree(rows).write(out, encoding="utf-8", xml_declaration=True)
+
+
+# -- nbgrader --------------------------------------------------------------------------------------
+NBGRADER_COLUMNS = [
+    "assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+    "raw_score", "late_submission_penalty", "score", "max_score",
+]  # fmt: skip
+
+
+def write_nbgrader_csv(rows: Sequence[dict], max_points: dict[str, int], out: Path) -> None:
+    """Scores in nbgrader's terms (the columns of `nbgrader export`): one line per student and
+    lesson; the assignment is nbgrader's assignment folder (else the lesson's module), the score
+    the re-grade's points (one per passed check) and max_score the lesson's number of checks."""
+    import csv
+
+    from course.instructor.gradebook import spreadsheet_cell
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(NBGRADER_COLUMNS)
+        for row in rows:
+            for module, most in max_points.items():
+                entry = row["lessons"].get(module) or {"points": 0}
+                where = row.get("assignments", {}).get(module, {})
+                student = row["name"] or row["file"]
+                points = float(entry["points"])
+                cells = [where.get("assignment", module), "", where.get("timestamp", ""), student]
+                cells += ["", "", "", points, 0.0, points, float(most)]
+                writer.writerow([spreadsheet_cell(cell) for cell in cells])
 
 
 # -- GitHub Classroom ---------------------------------------------------------------------------

@@ -32,6 +32,13 @@ GRADED, REFUSED, CRASHED = "graded", "refused", "grader-failed"
 MISSING = "missing"
 
 
+def submissions_in(folder: Path) -> int:
+    """How many submissions ``folder`` holds: bundles, else notebook submissions."""
+    from course.instructor import notebook_grading
+
+    return len(bundles_in(folder)) or len(notebook_grading.submissions_in(folder))
+
+
 def bundles_in(folder: Path) -> list[Path]:
     """The ``*.zip`` files of ``folder`` (not hidden), sorted by name."""
     return sorted(
@@ -126,43 +133,56 @@ def grade_folder(
     workers: int | None = None,
     on_row: Callable[[dict, int, int], None] | None = None,
 ) -> Report:
-    """Grade every bundle of ``folder`` with ``workers`` processes (default: the cores)."""
+    """Grade every submission of ``folder`` (its bundles, else its notebooks: ``notebook_grading``)
+    with ``workers`` processes (default: the cores)."""
+    from course.instructor import notebook_grading
+
     started = time.monotonic()
     workers = max(1, workers or os.cpu_count() or 1)
-    paths = [str(p) for p in bundles_in(folder)]
     modules = [lesson.module for lesson in lessons]
-    rows = _grade_all(paths, modules, workers, on_row)
-    ordered = [rows[p] for p in paths]
+    jobs: dict[str, tuple[Callable[..., dict], object]] = {
+        str(path): (grade_bundle, str(path)) for path in bundles_in(folder)
+    }
+    if not jobs:
+        jobs = {
+            found.key: (notebook_grading.grade_submission, found)
+            for found in notebook_grading.submissions_in(folder)
+        }
+    rows = _grade_all(jobs, modules, workers, on_row)
+    ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
     return Report(ordered, max_points(lessons), workers, time.monotonic() - started)
 
 
 def _grade_all(
-    paths: list[str], modules: list[str], workers: int, on_row: Callable[[dict, int, int], None] | None
+    jobs: dict[str, tuple[Callable[..., dict], object]],
+    modules: list[str],
+    workers: int,
+    on_row: Callable[[dict, int, int], None] | None,
 ) -> dict[str, dict]:
     rows: dict[str, dict] = {}
-    attempts = dict.fromkeys(paths, 0)
-    pending = list(paths)
+    attempts = dict.fromkeys(jobs, 0)
+    pending = list(jobs)
     while pending:
         with ProcessPoolExecutor(max_workers=min(workers, len(pending))) as pool:
-            futures = {pool.submit(grade_bundle, path, modules): path for path in pending}
+            futures = {pool.submit(jobs[key][0], jobs[key][1], modules): key for key in pending}
             pending = []
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in done:
-                    path = futures.pop(future)
+                    key = futures.pop(future)
                     try:
-                        rows[path] = future.result()
+                        rows[key] = future.result()
                     except BrokenProcessPool:  # a pool process died: retry once in a new pool
-                        attempts[path] += 1
-                        if attempts[path] < 2:
-                            pending.append(path)
+                        attempts[key] += 1
+                        if attempts[key] < 2:
+                            pending.append(key)
                             continue
-                        rows[path] = _crashed(path, "a grading process died twice on this bundle")
+                        rows[key] = _crashed(key, "a grading process died twice on this submission")
                     except Exception as error:
-                        rows[path] = _crashed(path, f"{type(error).__name__}: {error}")
+                        rows[key] = _crashed(key, f"{type(error).__name__}: {error}")
                     if on_row:
-                        on_row(rows[path], len(rows), len(paths))
+                        on_row(rows[key], len(rows), len(jobs))
     return rows
 
 
@@ -181,7 +201,7 @@ def total(row: dict) -> int:
     return sum(entry["points"] for entry in row["lessons"].values())
 
 
-def _cell(value: object) -> object:
+def spreadsheet_cell(value: object) -> object:
     """Text from a bundle cannot start a spreadsheet formula (=, +, -, @): it gets a quote."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
@@ -207,7 +227,7 @@ def write_csv(report: Report, out: Path) -> None:
                 entry = row["lessons"].get(module)
                 cells += [entry["status"], entry["points"]] if entry else ["", 0]
             cells += [total(row), most, " | ".join(row["problems"])]
-            writer.writerow([_cell(cell) for cell in cells])
+            writer.writerow([spreadsheet_cell(cell) for cell in cells])
 
 
 def report_dict(report: Report) -> dict:

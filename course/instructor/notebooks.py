@@ -1,14 +1,19 @@
 """Jupyter notebooks built from the catalog and the lesson's single source, for instructors.
 
 For each lesson three notebooks, all from the solution file split by ``course.lesson_source``:
-``student/`` (lesson text, skeleton cells, test cells, no solution), ``instructor/`` (the same
-with every solution body between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers,
-as in the solution file, and nbgrader schema-3 cell metadata) and ``solved/`` (the instructor
-notebook executed). The test cells write the notebook's functions to
-``<module>.py`` in a scratch folder, next to the course's reference solutions of the earlier
-lessons it imports, and grade it with ``course.engine.runner.grade``: the same tests as
-``course check``. Cell ids come from the lesson and the cell's index, so a rebuild is identical.
-nbformat is needed to build; nbclient and ipykernel to execute.
+``student/`` (lesson text, skeleton cells, test cells, no solution; the course's cells cannot be
+edited or deleted), ``instructor/`` (the same with every solution body between nbgrader's
+``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, as in the solution file, and nbgrader
+schema-3 cell metadata) and ``solved/`` (the instructor notebook executed).
+
+The earlier lessons a lesson imports are given as visible code (the course's reference) that
+becomes modules in the kernel's memory: the notebook needs no file and, to run, no course
+package. The setup cell records the cells the learner runs; the grading cell grades them as
+the lesson module (``notebook_cells``: the rule `course grade` applies to the notebook file)
+with ``course.engine.runner.grade``, and each test cell shows one line and has as value the
+exercise's points: its passed checks, which nbgrader reads as partial credit (the cell's
+``points`` are the exercise's number of checks). Cell ids come from the lesson and the cell's
+index, so a rebuild is identical. nbformat is needed to build; nbclient and ipykernel to execute.
 """
 
 from __future__ import annotations
@@ -22,14 +27,19 @@ from typing import Any
 
 from course import lesson_source
 from course.catalog import Catalog, Lesson
+from course.instructor.notebook_cells import TAG
+from course.instructor.notebook_text import (
+    SETUP_CELL,
+    NotebookError,
+    earlier_cell,
+    given_text,
+    grading_cell,
+    pictures_cell,
+)
 from course.lesson_source import BEGIN, END, LessonSource
 
 VARIANTS = ("student", "instructor", "solved")
 CELL_TIMEOUT = 120  # seconds per cell; grading a lesson takes a few seconds
-
-
-class NotebookError(Exception):
-    """A notebook could not be built or executed; the message is one screen for a person."""
 
 
 def read_lesson(lesson: Lesson) -> LessonSource:
@@ -66,7 +76,7 @@ def markdown_sections(text: str, lesson: Lesson) -> list[str]:
     last section ends with what to do in a notebook (where the skeleton says which file to edit)."""
     text = (
         f"{text.rstrip()}\n\nFill in the functions below, then run the test cells at the end: they "
-        f"run the same checks as `course check {lesson.number}`."
+        f"run the same checks as `course check {lesson.number}`, one point per passed check."
     )
     lines = text.splitlines()
     sections: list[list[str]] = [[f"# {lines[0].rstrip('.')}", ""]]
@@ -87,75 +97,23 @@ def _escape(line: str) -> str:
     return "`".join(p if i % 2 else p.replace("*", r"\*") for i, p in enumerate(parts))
 
 
-def _literal(text: str) -> str:
-    return f"'''\\\n{text}'''" if "'''" not in text and "\\" not in text else repr(text)
+_CHECKS: dict[str, dict[str, int]] = {}
 
 
-def grading_cell(lesson: Lesson, source: LessonSource, catalog: Catalog) -> str:
-    """The cell that writes the notebook's functions to a module file and grades it."""
-    names = ", ".join(repr(f.name) for f in source.functions)
-    earlier = "".join(f"{m!r}, " for m in earlier_modules(lesson, catalog))
-    return f'''\
-# Grading: the functions above go into {lesson.file_name} in a scratch folder, next to the
-# course's reference solutions of the earlier lessons it imports, and the course's own tests
-# grade it: the same checks as `course check {lesson.number}`. The cells below need `result`.
-import inspect
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any
+def exercise_checks(lesson: Lesson) -> dict[str, int]:
+    """Each exercise's number of checks (its points in nbgrader and in `course grade`), counted
+    once per process by grading the pristine skeleton (every check stops at NotImplementedError)."""
+    if lesson.module not in _CHECKS:
+        from course.engine.runner import grade
 
-from course import resources
-from course.catalog import load_catalog
-from course.engine.runner import grade
-
-HEADER = {_literal(source.header)}
-FUNCTIONS = ({names},)
-missing = [name for name in FUNCTIONS if name not in globals()]
-assert not missing, f"Run the cells that define {{', '.join(missing)}} first."
-lesson = load_catalog().by_module({lesson.module!r})
-with tempfile.TemporaryDirectory(prefix="{lesson.module}-") as scratch:
-    code = HEADER + "".join("\\n\\n" + inspect.getsource(globals()[name]) for name in FUNCTIONS)
-    Path(scratch, lesson.file_name).write_text(code, encoding="utf-8")
-    for earlier in ({earlier}):
-        shutil.copy(resources.solution_path(earlier), scratch)
-    result = grade(lesson, scratch)
-print(f"Lesson {{lesson.id}} · {{lesson.title}}: {{result.status}}")
-for exercise in result.exercises:
-    passed = sum(check.status == "passed" for check in exercise.checks)
-    print(f"  {{exercise.status:<12}} {{exercise.name:<32}} {{passed}}/{{len(exercise.checks)}}")
-for line in filter(None, [result.message, result.note]):
-    print(line)
+        result = grade(lesson, lesson.skeleton.parent)
+        _CHECKS[lesson.module] = {exercise.name: len(exercise.checks) for exercise in result.exercises}
+    return _CHECKS[lesson.module]
 
 
-def check_exercise(name):
-    """Assert that every check of one exercise passed; say what the first problem is."""
-    exercise = next(e for e in result.exercises if e.name == name)
-    problems = [check for check in exercise.checks if check.status != "passed"]
-    detail = (problems[0].message if problems else "") or result.message
-    assert not problems, f"{{name}} is {{exercise.status}}: {{detail}}"
-    print(f"{{name}}: all {{len(exercise.checks)}} checks passed.")
-'''
-
-
-def _earlier_cell(modules: list[str]) -> str:
-    names = ", ".join(modules)
-    return f"""\
-# The earlier lessons this one imports ({names}): the course's reference solutions, copied
-# to a scratch folder on the import path, so that this notebook runs on its own.
-import shutil
-import sys
-import tempfile
-
-from course import resources
-
-EARLIER = tempfile.mkdtemp(prefix="earlier-lessons-")
-for module in ({"".join(f"{m!r}, " for m in modules)}):
-    shutil.copy(resources.solution_path(module), EARLIER)
-sys.path.insert(0, EARLIER)"""
-
-
-def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0) -> dict:
+def _meta(
+    grade_id: str, *, solution: bool = False, grade: bool = False, points: int = 0, frozen: bool = False
+) -> dict:
     meta = {
         "grade_id": grade_id,
         "solution": solution,
@@ -165,7 +123,8 @@ def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points:
     }
     if grade:
         meta["points"] = points
-    return {"nbgrader": meta}
+    extra = {"editable": False, "deletable": False} if frozen else {}
+    return {**extra, "nbgrader": meta}
 
 
 def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
@@ -175,12 +134,17 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
 
     source = read_lesson(lesson)
     instructor = variant != "student"
+    frozen = not instructor  # the student's course cells cannot be edited or deleted in Jupyter
     cells = []
     for index, text in enumerate(markdown_sections(source.text, lesson)):
         cells.append(v4.new_markdown_cell(text, metadata=_meta(f"text_{index}")))
+    cells.append(v4.new_code_cell(SETUP_CELL, metadata=_meta("setup", frozen=frozen)))
     earlier = earlier_modules(lesson, catalog)
     if earlier:
-        cells.append(v4.new_code_cell(_earlier_cell(earlier), metadata=_meta("earlier_lessons")))
+        cells.append(v4.new_markdown_cell(given_text(earlier, catalog), metadata=_meta("given_text")))
+        cells.append(
+            v4.new_code_cell(earlier_cell(earlier, catalog), metadata=_meta("earlier_lessons", frozen=frozen))
+        )
     cells.append(v4.new_code_cell(source.header.rstrip("\n"), metadata=_meta("imports")))
     exercises = {exercise.name for exercise in lesson.exercises}
     for function in source.functions:  # functions that are not exercises come written
@@ -191,23 +155,29 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
                 metadata=_meta(function.name, solution=function.name in exercises),
             )
         )
+    checks = exercise_checks(lesson)
     cells.append(
         v4.new_markdown_cell(
-            "## Tests\n\nRun these cells once the functions above are written. Each exercise's cell "
-            "passes when every check of that exercise passes.",
+            "## Tests\n\nRun these cells once the functions above are written (Run All runs them "
+            "too). Each shows one line for its exercise; the cell's value is the points it earns, "
+            "one per passed check, the same points as `course grade`.",
             metadata=_meta("tests_text"),
         )
     )
     cells.append(
-        v4.new_code_cell(grading_cell(lesson, source, catalog).rstrip("\n"), metadata=_meta("grading"))
+        v4.new_code_cell(grading_cell(lesson).rstrip("\n"), metadata=_meta("grading", frozen=frozen))
     )
     for exercise in lesson.exercises:
+        count = checks.get(exercise.name, 0)
         cells.append(
             v4.new_code_cell(
+                f"{TAG} test of {exercise.name}: {count} checks, a point each.\n"
                 f"check_exercise({exercise.name!r})",
-                metadata=_meta(f"test_{exercise.name}", grade=True, points=1),
+                metadata=_meta(f"test_{exercise.name}", grade=True, points=count, frozen=frozen),
             )
         )
+    if lesson.pictures.is_file():
+        cells.append(v4.new_code_cell(pictures_cell(lesson), metadata=_meta("pictures", frozen=frozen)))
     for index, cell in enumerate(cells):
         cell["id"] = f"{lesson.module}-{index:02d}"
     notebook = v4.new_notebook(
