@@ -24,7 +24,7 @@ from pathlib import Path
 
 from course import bench_torch, resources
 from course.bench_advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
-from course.catalog import Lesson
+from course.catalog import Lesson, load_catalog
 from course.engine.results import PASSED
 from course.progress import Session
 
@@ -56,21 +56,17 @@ class Plan:
     heads_probe: bool = True
 
 
-PLANS = {
-    "l06_multi_head": Plan(
-        "multi_head_attention", "mha", lambda n: {"B": 2, "T": n, "D": 128, "H": 8}, (128, 256), 1024
-    ),
-    "l08_gqa": Plan(
+PLANS = (
+    Plan("multi_head_attention", "mha", lambda n: {"B": 2, "T": n, "D": 128, "H": 8}, (128, 256), 1024),
+    Plan(
         "grouped_query_attention",
         "gqa",
         lambda n: {"B": 2, "T": n, "D": 128, "H": 8, "G": 2},
         (128, 256),
         1024,
     ),
-    "l09_kv_cache": Plan(
-        "decode_step", "decode", lambda n: {"B": 4, "S": n, "D": 128, "H": 8, "G": 2}, (256, 2048), 16384
-    ),
-    "l13_online_softmax": Plan(
+    Plan("decode_step", "decode", lambda n: {"B": 4, "S": n, "D": 128, "H": 8, "G": 2}, (256, 2048), 16384),
+    Plan(
         "online_softmax_attention",
         "online",
         lambda n: {"B": 1, "H": 4, "T": n, "K": 64},
@@ -78,7 +74,16 @@ PLANS = {
         2048,
         heads_probe=False,
     ),
-}
+)
+FULL_FUNCTION = "scaled_dot_product_attention"  # the full-matrix attention lesson 13 is measured against
+
+
+def _lesson_with(function: str) -> Lesson:
+    """The lesson whose exercise ``function`` is: lessons are found by their catalog, never named."""
+    lesson = next((lesson for lesson in load_catalog().lessons if lesson.exercise(function)), None)
+    if lesson is None:
+        raise BenchProblem(f"No lesson of the catalog has the exercise {function}.")
+    return lesson
 
 
 @dataclass
@@ -101,9 +106,9 @@ class BenchReport:
 
 def plan_for(session: Session, lesson: Lesson) -> Plan:
     """The lesson's plan, or BenchProblem when it has none or has not passed."""
-    plan = PLANS.get(lesson.module)
+    plan = next((plan for plan in PLANS if lesson.exercise(plan.function)), None)
     if plan is None:
-        *first, last = (name[1:3].lstrip("0") for name in PLANS)
+        *first, last = (str(_lesson_with(each.function).number) for each in PLANS)
         numbers = f"{', '.join(first)} and {last}"
         raise BenchProblem(f"Lesson {lesson.id} has no bench: `course bench` times lessons {numbers}.")
     if session.state.status(lesson.module) != PASSED:
@@ -210,11 +215,13 @@ class _Worker:
     def row(self, lesson: Lesson, plan: Plan, dims: dict[str, int], probe: bool, kind: str) -> Row:
         from course.engine import client
 
-        name = "scaled_dot_product_attention" if kind == "full" else plan.function
+        name = FULL_FUNCTION if kind == "full" else plan.function
         # Each size gets the call limit; the limit of a whole check does not apply to a bench.
         self.module.deadline = time.monotonic() + self.module.limits.run_seconds
         try:
-            reply = self.module.run(kind, dims, budget=BUDGET, memory=plan.kind == "online")
+            reply = self.module.run(
+                kind, dims, _lesson_with(name).module, budget=BUDGET, memory=plan.kind == "online"
+            )
         except client.LearnerTimeout:
             limit = self.module.limits.call_seconds
             raise BenchProblem(

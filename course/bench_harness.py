@@ -43,8 +43,10 @@ def _params(rng: np.random.Generator, d: int, hk: int, gk: int) -> dict[str, np.
     }
 
 
-def call_for(kind: str, dims: dict[str, int]) -> tuple[Any, tuple]:
-    """The lesson function a bench ``kind`` times and its float32 arguments at ``dims``."""
+def call_for(kind: str, dims: dict[str, int], module: str) -> tuple[Any, tuple]:
+    """The lesson function a bench ``kind`` times (found in the lesson file ``module``, which the
+    course reads from its catalog) and its float32 arguments at ``dims``."""
+    lesson = importlib.import_module(module)
     rng = np.random.default_rng(0)
 
     def normal(*shape: int) -> np.ndarray:
@@ -56,28 +58,28 @@ def call_for(kind: str, dims: dict[str, int]) -> tuple[Any, tuple]:
         x = normal(b, t, d)
         params = _params(rng, d, d, g * (d // h))
         if kind == "mha":
-            return importlib.import_module("l06_multi_head").multi_head_attention, (x, x, params, h)
-        return importlib.import_module("l08_gqa").grouped_query_attention, (x, x, params, h, g)
+            return lesson.multi_head_attention, (x, x, params, h)
+        return lesson.grouped_query_attention, (x, x, params, h, g)
     if kind == "decode":
         b, s, d, h, g = dims["B"], dims["S"], dims["D"], dims["H"], dims["G"]
         k = d // h
         args = (normal(b, 1, d), normal(b, g, s, k), normal(b, g, s, k), _params(rng, d, d, g * k), h, g)
-        return importlib.import_module("l09_kv_cache").decode_step, args
+        return lesson.decode_step, args
     if kind in ("online", "full"):
         b, h, t, k = dims["B"], dims["H"], dims["T"], dims["K"]
         q, keys, v = normal(b, h, t, k), normal(b, h, t, k), normal(b, h, t, k)
         if kind == "online":
-            return importlib.import_module("l13_online_softmax").online_softmax_attention, (q, keys, v)
-        return importlib.import_module("l03_attention").scaled_dot_product_attention, (q, keys, v)
+            return lesson.online_softmax_attention, (q, keys, v)
+        return lesson.scaled_dot_product_attention, (q, keys, v)
     raise ValueError(f"no bench kind {kind!r}")
 
 
-def run(kind: str, dims: dict, budget: float = 0.3, memory: bool = False) -> dict:
+def run(kind: str, dims: dict, module: str, budget: float = 0.3, memory: bool = False) -> dict:
     """Time the lesson function of ``kind`` at ``dims``: one warm-up call, then calls until
     ``budget`` seconds have passed (at least 3, at most ``MAX_CALLS``). Returns
     ``{"seconds": [...], "peak_bytes": int or None}``; the peak (when ``memory``) is what
     Python allocated during one call beyond what it held before."""
-    function, args = call_for(kind, {str(key): int(value) for key, value in dims.items()})
+    function, args = call_for(kind, {str(key): int(value) for key, value in dims.items()}, str(module))
     function(*args)
     peak = None
     if memory:
