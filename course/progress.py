@@ -5,7 +5,7 @@ The CLI calls these and renders what they return; nothing here prints or imports
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,35 +129,71 @@ def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> Non
         progress.passed_at = progress.checked_at
 
 
-def grade(lesson: Lesson, folder: Path) -> LessonResult:
-    """Grade with the warm grader when one is running; otherwise here, and start one for the
-    next check (see ``course.engine.server``)."""
+def grade(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
+    """Grade one lesson: see ``grade_many``."""
+    return grade_many([lesson], folder, fresh)[0]
+
+
+def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> list[LessonResult]:
+    """Grade these lessons of ``folder``: a lesson whose files and course build are what they
+    were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
+    others are graded by the warm grader in one request when one is running, else here (and
+    one is started for the next check, see ``course.engine.server``)."""
+    from course import result_cache
     from course.engine import server
 
-    if server.enabled():
-        answer = server.request(lesson.module, folder, timeout=server.REQUEST_SECONDS)
-        if answer is not None:
-            return LessonResult.from_dict(answer)
-    from course.engine.runner import grade as grade_here
+    folder = Path(folder).resolve()
+    build = server.fingerprint()
+    keys = [result_cache.key(folder, lesson.module, build) for lesson in lessons]
+    results: list[LessonResult | None] = [
+        None if fresh else result_cache.load(folder, lesson.module, digest)
+        for lesson, digest in zip(lessons, keys, strict=True)
+    ]
+    missing = [index for index, result in enumerate(results) if result is None]
+    if missing and server.enabled():
+        modules = [lessons[index].module for index in missing]
+        answers = server.request_many(modules, folder, timeout=server.REQUEST_SECONDS) or []
+        for index, answer in zip(missing, answers, strict=False):
+            if answer is not None:
+                results[index] = LessonResult.from_dict(answer)
+    graded_here = False
+    for index, result in enumerate(results):
+        if result is None:
+            from course.engine.runner import grade as grade_here
 
-    result = grade_here(lesson, folder)
-    if server.enabled():
+            results[index] = grade_here(lessons[index], folder)
+            graded_here = True
+        if index in missing and not fresh:
+            result_cache.store(folder, lessons[index].module, keys[index], results[index])
+    if graded_here and server.enabled():
         server.start_in_background()
-    return result
+    return [result for result in results if result is not None]
 
 
-def check(session: Session, lesson: Lesson) -> LessonResult:
+def check(session: Session, lesson: Lesson, fresh: bool = False) -> LessonResult:
     """Grade one lesson of the workspace and remember the result."""
-    result = grade(lesson, session.workspace.root)
-    if not result.passed and not result.note:
-        pending = [m for m in result.uses if session.state.status(m) != PASSED]
-        if pending:
-            result.note = (
-                f"This lesson uses your {pending[0]}.py, which has not passed its own "
-                f"check yet (`course check {pending[0]}`): a problem there shows here."
-            )
-    session.update(lambda state: record(state, lesson, result))
-    return result
+    return check_many(session, [lesson], fresh)[0]
+
+
+def check_many(session: Session, lessons: Sequence[Lesson], fresh: bool = False) -> list[LessonResult]:
+    """Grade these lessons of the workspace (in one request, see ``grade_many``) and remember
+    the results."""
+    results = grade_many(lessons, session.workspace.root, fresh)
+
+    def record_all(state: state_file.State) -> None:
+        for lesson, result in zip(lessons, results, strict=True):
+            record(state, lesson, result)
+
+    session.update(record_all)
+    for result in results:
+        if not result.passed and not result.note:
+            pending = [m for m in result.uses if session.state.status(m) != PASSED]
+            if pending:
+                result.note = (
+                    f"This lesson uses your {pending[0]}.py, which has not passed its own "
+                    f"check yet (`course check {pending[0]}`): a problem there shows here."
+                )
+    return results
 
 
 @dataclass
@@ -169,7 +205,7 @@ class NextStep:
     welcome: bool = False  # the learner's very first `course next`
 
 
-def next_step(session: Session) -> NextStep:
+def next_step(session: Session, fresh: bool = False) -> NextStep:
     """Re-check the current lesson; when it passes, move on and introduce the next one. When
     every lesson seems passed, re-grade them all before saying the course is finished."""
     welcome = not session.state.welcomed
@@ -177,23 +213,24 @@ def next_step(session: Session) -> NextStep:
         session.update(lambda state: setattr(state, "welcomed", True))
     lesson = session.current()
     if lesson is None:
-        return _finish_or_reopen(session, welcome)
-    result = check(session, lesson)
+        return _finish_or_reopen(session, welcome, fresh)
+    result = check(session, lesson, fresh)
     if not result.passed:
         introduce = lesson if result.status == "not-started" else None
         return NextStep(lesson, result, introduce, finished=False, welcome=welcome)
     upcoming = session.current()
     if upcoming is None:
-        step = _finish_or_reopen(session, welcome)
+        step = _finish_or_reopen(session, welcome, fresh)
         return NextStep(lesson, result, step.introduced, step.finished, welcome)
     return NextStep(lesson, result, upcoming, finished=False, welcome=welcome)
 
 
-def _finish_or_reopen(session: Session, welcome: bool) -> NextStep:
-    """Re-grade every lesson (a file may have changed since it passed); finished only if all
-    pass, else the first that does not is current again."""
-    for each in session.catalog.available():
-        result = check(session, each)
+def _finish_or_reopen(session: Session, welcome: bool, fresh: bool = False) -> NextStep:
+    """Re-grade every lesson (a file may have changed since it passed; one request, unchanged
+    lessons from the cache); finished only if all pass, else the first that does not is
+    current again."""
+    lessons = session.catalog.available()
+    for each, result in zip(lessons, check_many(session, lessons, fresh), strict=True):
         if not result.passed:
             return NextStep(each, result, None, finished=False, welcome=welcome)
     return NextStep(None, None, None, finished=True, welcome=welcome)

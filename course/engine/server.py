@@ -74,18 +74,31 @@ def socket_path() -> Path | None:
 # -- the calling side: standard library only, so a warm check never imports numpy ------------
 def request(module: str, source_dir: Path, timeout: float) -> dict | None:
     """The server's grade of ``source_dir/<module>.py`` as a dict, or None if it cannot help."""
+    answers = request_many([module], source_dir, timeout)
+    return answers[0] if answers else None
+
+
+def request_many(modules: list[str], source_dir: Path, timeout: float) -> list[dict | None] | None:
+    """The server's grades of these lessons of ``source_dir`` (one request: the server grades
+    them side by side, one process per core), as dicts in order (None for a lesson it could
+    not grade); None if it cannot help at all."""
     try:
         opened = private_socket.connect(socket_path(), timeout)
         if opened is None:
             return None
         with opened as connection:
-            connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)}).encode() + b"\n")
+            order = {"modules": list(modules), "source_dir": str(source_dir)}
+            connection.settimeout(timeout * max(1, len(modules)))
+            connection.sendall(json.dumps(order).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
             chunks = []
             while chunk := connection.recv(1 << 16):
                 chunks.append(chunk)
         answer = json.loads(b"".join(chunks))
-        return answer if isinstance(answer, dict) and "exercises" in answer else None
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(modules):
+            return None
+        return [r if isinstance(r, dict) and "exercises" in r else None for r in results]
     except (OSError, ValueError):
         return None
 
@@ -222,12 +235,59 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
         os.write(notify, b"s")
         connection.sendall(b'{"stopped": true}')
         return
-    lesson = load_catalog().by_module(str(order["module"]))
-    if lesson is None:
-        raise LookupError(order["module"])
-    result = grade(lesson, Path(order["source_dir"]), spare=(spare, scratch))
+    catalog = load_catalog()
+    lessons = [catalog.by_module(str(module)) for module in order["modules"]]
+    if not lessons or None in lessons:
+        raise LookupError(order["modules"])
+    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch))
     connection.settimeout(None)
-    connection.sendall(json.dumps(result.to_dict()).encode())
+    connection.sendall(json.dumps({"results": results}).encode())
+
+
+def grade_side_by_side(lessons: list, folder: Path, spare: tuple[Worker, Path]) -> list[dict]:
+    """Each lesson graded in a process of its own forked from this warm one, as many at once as
+    there are cores (the first adopts ``spare``); their results as dicts, in order. A lesson
+    whose process fails gets None in its place, and the caller grades it itself."""
+    from course.engine.runner import grade
+
+    if len(lessons) == 1:
+        return [grade(lessons[0], folder, spare=spare).to_dict()]
+    spare[0].kill()  # each child starts its own worker, in parallel with its pytest
+    at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
+    results: list = [None] * len(lessons)
+    running: dict[int, tuple[int, int, list[bytes]]] = {}  # read end -> (pid, index, chunks)
+    pending = list(range(len(lessons)))
+    import select
+
+    while pending or running:
+        while pending and len(running) < at_once:
+            index = pending.pop(0)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                code = 0
+                try:
+                    data = json.dumps(grade(lessons[index], folder).to_dict()).encode()
+                    with os.fdopen(write, "wb") as out:
+                        out.write(data)
+                except BaseException:  # noqa: BLE001 - the parent records no result for it
+                    code = 1
+                os._exit(code)
+            os.close(write)
+            running[read] = (pid, index, [])
+        ready, _, _ = select.select(list(running), [], [])
+        for read in ready:
+            chunk = os.read(read, 1 << 16)
+            if chunk:
+                running[read][2].append(chunk)
+                continue
+            pid, index, chunks = running.pop(read)
+            os.close(read)
+            _, status = os.waitpid(pid, 0)
+            if status == 0:
+                results[index] = json.loads(b"".join(chunks))
+    return results
 
 
 def serve(path: Path) -> int:
