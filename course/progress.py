@@ -157,17 +157,19 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
             if answer is not None:
                 results[index] = LessonResult.from_dict(answer)
     graded_here = False
+    done: list[LessonResult] = []
     for index, result in enumerate(results):
         if result is None:
             from course.engine.runner import grade as grade_here
 
-            results[index] = grade_here(lessons[index], folder)
+            result = grade_here(lessons[index], folder)
             graded_here = True
         if index in missing and not fresh:
-            result_cache.store(folder, lessons[index].module, keys[index], results[index])
+            result_cache.store(folder, lessons[index].module, keys[index], result)
+        done.append(result)
     if graded_here and server.enabled():
         server.start_in_background()
-    return [result for result in results if result is not None]
+    return done
 
 
 def check(session: Session, lesson: Lesson, fresh: bool = False) -> LessonResult:

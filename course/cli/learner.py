@@ -46,7 +46,9 @@ def init(
 
 FreshOption = Annotated[
     bool,
-    typer.Option("--fresh", help="Grade again even a lesson whose files did not change since its last check."),
+    typer.Option(
+        "--fresh", help="Grade again even lessons whose files did not change since their last check."
+    ),
 ]
 
 

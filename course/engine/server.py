@@ -174,9 +174,12 @@ def _warm_up() -> None:
     for lesson in load_catalog().available():
         folder = lesson.solution.parent if lesson.solution.is_file() else lesson.skeleton.parent
         try:
-            grade(lesson, folder)
+            _COSTS[lesson.module] = grade(lesson, folder).duration
         except Exception:  # noqa: BLE001 - warming is an optimisation; serving must not depend on it
             pass
+
+
+_COSTS: dict[str, float] = {}  # lesson module -> seconds its warm-up grade took (for scheduling)
 
 
 def _ready_child(listener: socket.socket, notify: int) -> None:
@@ -219,7 +222,6 @@ def _ready_child(listener: socket.socket, notify: int) -> None:
 
 def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path) -> None:
     from course.catalog import load_catalog
-    from course.engine.runner import grade
 
     connection.settimeout(5)
     if not private_socket.peer_is_us(connection):
@@ -236,58 +238,15 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
         connection.sendall(b'{"stopped": true}')
         return
     catalog = load_catalog()
-    lessons = [catalog.by_module(str(module)) for module in order["modules"]]
-    if not lessons or None in lessons:
+    found = [catalog.by_module(str(module)) for module in order["modules"]]
+    lessons = [lesson for lesson in found if lesson is not None]
+    if not lessons or len(lessons) != len(found):
         raise LookupError(order["modules"])
-    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch))
+    from course.engine.side_by_side import grade_side_by_side
+
+    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch), _COSTS)
     connection.settimeout(None)
     connection.sendall(json.dumps({"results": results}).encode())
-
-
-def grade_side_by_side(lessons: list, folder: Path, spare: tuple[Worker, Path]) -> list[dict]:
-    """Each lesson graded in a process of its own forked from this warm one, as many at once as
-    there are cores (the first adopts ``spare``); their results as dicts, in order. A lesson
-    whose process fails gets None in its place, and the caller grades it itself."""
-    from course.engine.runner import grade
-
-    if len(lessons) == 1:
-        return [grade(lessons[0], folder, spare=spare).to_dict()]
-    spare[0].kill()  # each child starts its own worker, in parallel with its pytest
-    at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
-    results: list = [None] * len(lessons)
-    running: dict[int, tuple[int, int, list[bytes]]] = {}  # read end -> (pid, index, chunks)
-    pending = list(range(len(lessons)))
-    import select
-
-    while pending or running:
-        while pending and len(running) < at_once:
-            index = pending.pop(0)
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                code = 0
-                try:
-                    data = json.dumps(grade(lessons[index], folder).to_dict()).encode()
-                    with os.fdopen(write, "wb") as out:
-                        out.write(data)
-                except BaseException:  # noqa: BLE001 - the parent records no result for it
-                    code = 1
-                os._exit(code)
-            os.close(write)
-            running[read] = (pid, index, [])
-        ready, _, _ = select.select(list(running), [], [])
-        for read in ready:
-            chunk = os.read(read, 1 << 16)
-            if chunk:
-                running[read][2].append(chunk)
-                continue
-            pid, index, chunks = running.pop(read)
-            os.close(read)
-            _, status = os.waitpid(pid, 0)
-            if status == 0:
-                results[index] = json.loads(b"".join(chunks))
-    return results
 
 
 def serve(path: Path) -> int:
