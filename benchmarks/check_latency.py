@@ -12,6 +12,8 @@ cache can answer it; "unchanged" rows are the exception, timed right after a gra
   course check --all (edited)  every lesson of a solved workspace, one file edited first
   course check --all (unchanged) the same, nothing changed since the run before
   course next (all passed)     re-grades every lesson, nothing changed: from the cache
+  course watch: save to redraw one `course watch` in a pseudo-terminal, watching lesson 3: from
+                               the write of the file to the end of the redrawn screen
 
 The cache (see course/result_cache.py) and the warm grader's socket live in folders of this
 run's own. Targets (issue 16): check warm <= 2x, cold <= 5x, next <= 2x, list <= 1.5x, check
@@ -35,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 COURSE = [sys.executable, "-m", "course"]
 BARE = "python -c 'import numpy'"
+WATCH = "course watch: save to redraw"
 
 
 def wall(command: list[str], cwd: Path, env: dict) -> float:
@@ -50,6 +53,67 @@ def touch(path: Path) -> None:
         handle.write(f"# edited {time.time_ns()}\n")
 
 
+class Watch:
+    """`course watch` in a pseudo-terminal: ``redraw_after_save`` edits the lesson file and
+    times until the screen is redrawn (its last line, "N of M lessons passed", printed anew)."""
+
+    END = b"lessons passed"
+
+    def __init__(self, workspace: Path, lesson_file: Path, env: dict) -> None:
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        self.lesson_file = lesson_file
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 100, 0, 0))
+        self.process = subprocess.Popen(
+            [*COURSE, "watch"],
+            cwd=workspace,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=dict(env, TERM="xterm-256color"),
+            start_new_session=True,
+        )
+        os.close(slave)
+        self._wait_for(self.END, 120)
+
+    def _wait_for(self, marker: bytes, timeout: float) -> None:
+        import select
+
+        seen = b""
+        deadline = time.perf_counter() + timeout
+        while marker not in seen:
+            left = deadline - time.perf_counter()
+            ready, _, _ = select.select([self.master], [], [], max(left, 0))
+            if not ready:
+                raise TimeoutError(f"course watch did not draw {marker!r} within {timeout} s")
+            seen = (seen + os.read(self.master, 1 << 16))[-4096:]
+
+    def _drain(self) -> None:
+        import select
+
+        while select.select([self.master], [], [], 0.05)[0]:
+            os.read(self.master, 1 << 16)
+
+    def redraw_after_save(self) -> float:
+        self._drain()
+        started = time.perf_counter()
+        touch(self.lesson_file)
+        self._wait_for(self.END, 60)
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        try:
+            os.write(self.master, b"q")
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+        os.close(self.master)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
@@ -63,12 +127,18 @@ def main() -> int:
     cold = dict(env, COURSE_SERVER="off")
     times: dict[str, list[float]] = {}
     try:
-        for name in ("solved", "fresh", "all"):
+        for name in ("solved", "fresh", "all", "watched"):
             subprocess.run([*COURSE, "init", name], cwd=root, check=True, capture_output=True, env=env)
         for module in ("l01_projections", "l02_softmax", "l03_attention"):
             shutil.copy(REPO / "solutions" / f"{module}.py", root / "solved")
         for solution in (REPO / "solutions").glob("l*.py"):
             shutil.copy(solution, root / "all")
+        for number, module in enumerate(("l01_projections", "l02_softmax", "l03_attention"), 1):
+            shutil.copy(REPO / "solutions" / f"{module}.py", root / "watched")
+            if number < 3:  # lessons 1 and 2 passed: `course watch` watches lesson 3
+                subprocess.run(
+                    [*COURSE, "check", str(number)], cwd=root / "watched", capture_output=True, env=env
+                )
         check = subprocess.run([*COURSE, "check", "3"], cwd=root / "solved", capture_output=True, env=env)
         if check.returncode != 0:
             print("course check 3 did not pass on the solved workspace:\n" + check.stdout.decode())
@@ -99,12 +169,18 @@ def main() -> int:
                 touch(edited)
             wall(command, cwd, environment)
         times = {name: [] for name, *_ in rows}
-        for round_ in range(args.runs):
-            for name, command, cwd, environment, edited in rows:
-                if edited:
-                    touch(edited)
-                times[name].append(wall(command, cwd, environment))
-            print(f"round {round_ + 1}/{args.runs} done", file=sys.stderr)
+        watch = Watch(root / "watched", root / "watched" / "l03_attention.py", env)
+        times[WATCH] = []
+        try:
+            for round_ in range(args.runs):
+                for name, command, cwd, environment, edited in rows:
+                    if edited:
+                        touch(edited)
+                    times[name].append(wall(command, cwd, environment))
+                times[WATCH].append(watch.redraw_after_save())
+                print(f"round {round_ + 1}/{args.runs} done", file=sys.stderr)
+        finally:
+            watch.close()
         server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -119,6 +195,7 @@ TARGETS = {
     "course list": 1.5,
     "course check --all (edited)": 12.0,
     "course check --all (unchanged)": 2.0,
+    WATCH: 2.0,
 }
 
 
