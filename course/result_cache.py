@@ -2,11 +2,11 @@
 
 `course check --all` and the all-passed `course next` re-grade every lesson; most of the time
 none of the files changed since the last check. A lesson's grade depends on the workspace's
-Python files (the lesson imports earlier lessons, and any helper module of the folder), on
-what else lies at the folder's top level (named like a lesson, it is mentioned in a notice) and
-on the course build (its code, grading tests, interpreter and limits: ``server.fingerprint``).
-The key is a digest of all of that, by content: any byte changed in any of these files, a file
-added or removed, or another course build, re-grades.
+files (the lesson imports earlier lessons and any helper module or package of the folder, and
+may read data there; a file named like a lesson is mentioned in a notice) and on the course
+build (its code, grading tests, interpreter and limits: ``server.fingerprint``). The key is a
+digest of all of that, by content: any byte changed in any file of the folder (hidden folders
+such as ``.course/`` aside), a file added or removed, or another course build, re-grades.
 
 Safe because it is only ever the learner's own convenience:
 
@@ -30,12 +30,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from stat import S_ISREG
 
 from course.engine.results import ERROR, TIMEOUT, LessonResult
 
 SCHEMA = 1
 ENTRY_LIMIT = 4 * 2**20  # an entry larger than this is not ours: ignored unread
-HASHED_LIMIT = 2**20  # files at least this large are keyed by size and time (never graded)
+HASHED_LIMIT = 2**20  # files at least this large (never a lesson file) are keyed by size and time
+FILES_LIMIT = 500  # a folder with more files than this is not cached at all
 
 
 def enabled() -> bool:
@@ -60,28 +62,29 @@ def folder() -> Path | None:
     return results if private_socket.private_folder(results) else None
 
 
-def key(source_dir: Path, module: str, build: str) -> str:
-    """The digest a lesson's grade depends on: ``build`` (the course build's fingerprint),
-    the folder and lesson, every Python file at the folder's top level by content, and the
-    names of everything else there."""
+def key(source_dir: Path, module: str, build: str) -> str | None:
+    """The digest a lesson's grade depends on: ``build`` (the course build's fingerprint), the
+    folder and lesson, and every file under the folder by content (helper modules and packages,
+    data a lesson file may read), except hidden folders (``.course/``, a ``.venv``) and
+    ``__pycache__``. None (nothing is cached) for a folder of more than ``FILES_LIMIT`` files."""
     digest = hashlib.sha256(f"{SCHEMA}\0{build}\0{source_dir}\0{module}\0".encode())
-    try:
-        names = sorted(os.listdir(source_dir))
-    except OSError:
-        names = []
-    for name in names:
-        digest.update(f"{name}\0".encode())
-        if not name.endswith(".py"):
-            continue
-        path = source_dir / name
-        try:
-            stat = path.stat()
-            if stat.st_size >= HASHED_LIMIT:
-                digest.update(f"{stat.st_size}:{stat.st_mtime_ns}\0".encode())
-            else:
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-        except OSError:
-            digest.update(b"unreadable\0")
+    count = 0
+    for folder, folders, files in os.walk(source_dir):
+        folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__")
+        for name in sorted(files):
+            count += 1
+            if count > FILES_LIMIT:
+                return None
+            path = Path(folder) / name
+            digest.update(f"{path.relative_to(source_dir)}\0".encode())
+            try:
+                stat = path.lstat()
+                if not S_ISREG(stat.st_mode) or stat.st_size >= HASHED_LIMIT:
+                    digest.update(f"{stat.st_mode}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+                else:
+                    digest.update(hashlib.sha256(path.read_bytes()).digest())
+            except OSError:
+                digest.update(b"unreadable\0")
     return digest.hexdigest()
 
 
@@ -93,9 +96,9 @@ def _entry(source_dir: Path, module: str) -> Path | None:
     return where / f"{name}.json"
 
 
-def load(source_dir: Path, module: str, digest: str) -> LessonResult | None:
+def load(source_dir: Path, module: str, digest: str | None) -> LessonResult | None:
     """The kept grade of ``module`` if it was kept under ``digest`` (``key`` now), else None."""
-    if not enabled():
+    if not enabled() or digest is None:
         return None
     entry = _entry(source_dir, module)
     if entry is None:
@@ -117,11 +120,11 @@ def keepable(result: LessonResult) -> bool:
     return result.status not in (ERROR, TIMEOUT) and result.counts()[TIMEOUT] == 0
 
 
-def store(source_dir: Path, module: str, digest: str, result: LessonResult) -> None:
+def store(source_dir: Path, module: str, digest: str | None, result: LessonResult) -> None:
     """Keep ``result`` as the last grade of ``module`` under ``digest``, the key computed
     *before* grading (a file saved meanwhile must not be credited with the older grade).
     Atomic; failures are ignored."""
-    if not enabled() or not keepable(result):
+    if not enabled() or digest is None or not keepable(result):
         return
     entry = _entry(source_dir, module)
     if entry is None:

@@ -59,8 +59,16 @@ def test_an_unchanged_lesson_is_not_graded_again_and_any_byte_changed_in_the_fol
     progress.grade(lesson(), workspace)
     (workspace / "notes.txt").write_text("a file added next to the lessons\n")
     progress.grade(lesson(), workspace)
+    (workspace / "helpers").mkdir()  # a package of the learner's own, which a lesson may import
+    (workspace / "helpers" / "__init__.py").write_text("SCALE = 1\n")
+    progress.grade(lesson(), workspace)
+    (workspace / "helpers" / "__init__.py").write_text("SCALE = 2\n")
+    progress.grade(lesson(), workspace)
+    (workspace / ".course" / "anything").parent.mkdir(exist_ok=True)
+    (workspace / ".course" / "anything").write_text("progress, backups: not what grades depend on\n")
+    progress.grade(lesson(), workspace)
     progress.grade(lesson(), workspace, fresh=True)
-    assert graded == [L01] * 4
+    assert graded == [L01] * 6
 
 
 def test_the_cache_lives_outside_the_workspace_in_a_folder_only_we_may_enter(cached, tmp_path):
