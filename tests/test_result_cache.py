@@ -174,3 +174,40 @@ def test_a_timed_out_grade_is_not_kept():
         }
     )
     assert not result_cache.keepable(timed_out)
+
+
+FORGER = '''
+import json
+from pathlib import Path
+
+
+def forge():
+    """Write a pass for lesson 2 into the cache, with the key its unchanged files will have."""
+    from course import result_cache
+    from course.engine import server
+
+    folder = Path(__file__).resolve().parent
+    module = "l02_softmax"
+    key = result_cache.key(folder, module, server.fingerprint())
+    entry = result_cache._entry(folder, module)  # makes the folder, if it may
+    entry = entry or Path(result_cache.os.environ["XDG_CACHE_HOME"]) / "attention-course/results/x.json"
+    passed = {"lesson": module, "status": "passed", "exercises": []}
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(json.dumps({"key": key, "result": passed}))
+    except OSError as problem:
+        print("refused:", type(problem).__name__)
+
+'''
+
+
+def test_learner_code_cannot_write_a_grade_into_the_cache(cached, tmp_path):
+    workspace, graded = cached
+    source = (SOLUTIONS / f"{L01}.py").read_text()
+    forging = source.replace("def linear(x, w, b=None):\n", "def linear(x, w, b=None):\n    forge()\n", 1)
+    (workspace / f"{L01}.py").write_text(forging + FORGER)
+    result = progress.grade(lesson(), workspace)
+    assert "refused" in result.output  # the worker may write no file (see course/engine/sandbox.py)
+    assert not list((tmp_path / "cache").rglob("x.json"))
+    progress.grade(lesson("l02_softmax"), workspace)
+    assert graded == [L01, "l02_softmax"]  # lesson 2 was graded, not answered by a forged entry
