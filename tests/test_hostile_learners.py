@@ -24,8 +24,8 @@ screen one the rendering, and screen mode also runs the learner's code for shape
 attention maps. They run with the result cache on (course/result_cache.py, in a folder of the
 case's own), as a learner's do: a failed grade that another run would give again is reused by
 the screen check, so what the learner's code did during the first check (the cache folder
-included) must not turn the second into a pass. The workspace they grade is a copy of one made by a real `course init` per
-test process (tests/test_cli.py tests `course init` itself).
+included) must not turn the second into a pass. The workspace they grade is a copy of one
+made by a real `course init` per test process (tests/test_cli.py tests `course init` itself).
 """
 
 from __future__ import annotations
