@@ -19,7 +19,10 @@ The cache (see course/result_cache.py) and the warm grader's socket live in fold
 run's own. Targets (issue 16): check warm <= 2x, cold <= 5x, next <= 2x, list <= 1.5x, check
 --all edited <= 12x, unchanged <= 2x, next (all passed) no slower than unchanged --all.
 
-    python benchmarks/check_latency.py [--runs 11] [--skip-all]
+With --baseline REF the same commands also run with the course as of that commit (exported
+with `git archive`, on PYTHONPATH, its own warm grader), in the same rounds.
+
+    python benchmarks/check_latency.py [--runs 11] [--skip-all] [--baseline 80f4076]
 """
 
 from __future__ import annotations
@@ -118,6 +121,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--skip-all", action="store_true", help="leave out the --all and all-passed rows")
+    parser.add_argument("--baseline", metavar="GITREF", help="also time the course as of this commit")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="course-bench-", dir="/tmp"))
     env = dict(os.environ, XDG_CACHE_HOME=str(root / "cache"), XDG_RUNTIME_DIR=str(root / "run"))
@@ -163,6 +167,27 @@ def main() -> int:
                 ("course check --all (edited)", [*COURSE, "check", "--all"], root / "all", env, l06),
                 ("course check --all (unchanged)", [*COURSE, "check", "--all"], root / "all", env, None),
                 ("course next (all passed)", [*COURSE, "next"], root / "all", env, None),
+            ]
+        if args.baseline:  # the same commands with the course as of that commit, in each round
+            tree = root / "baseline"
+            tree.mkdir()
+            archive = subprocess.run(
+                ["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+            old = dict(env, PYTHONPATH=str(tree))
+            subprocess.run([*COURSE, "check", "3"], cwd=root / "solved", capture_output=True, env=old)
+            waited = "from course.engine import server; import sys; sys.exit(not server.ready(120))"
+            subprocess.run([sys.executable, "-c", waited], env=old, check=True)
+            rows += [
+                (
+                    f"{name} [{args.baseline}]",
+                    command,
+                    cwd,
+                    old if environment is env else dict(cold, **old),
+                    edited,
+                )
+                for name, command, cwd, environment, edited in rows[1:]
             ]
         for _, command, cwd, environment, edited in rows:  # warm the file cache and bytecode
             if edited:
