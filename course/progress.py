@@ -143,10 +143,12 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
     from course.engine import server
 
     folder = Path(folder).resolve()
-    build = server.fingerprint()
-    keys = [result_cache.key(folder, lesson.module, build) for lesson in lessons]
+    caching = result_cache.enabled() and not fresh
+    build = server.fingerprint() if caching else ""
+    # Keyed before grading: a file saved meanwhile must not be credited with this grade.
+    keys = [result_cache.key(folder, lesson.module, build) if caching else None for lesson in lessons]
     results: list[LessonResult | None] = [
-        None if fresh else result_cache.load(folder, lesson.module, digest)
+        result_cache.load(folder, lesson.module, digest) if caching else None
         for lesson, digest in zip(lessons, keys, strict=True)
     ]
     missing = [index for index, result in enumerate(results) if result is None]
@@ -164,7 +166,7 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
 
             result = grade_here(lessons[index], folder)
             graded_here = True
-        if index in missing and not fresh:
+        if index in missing and caching:
             result_cache.store(folder, lessons[index].module, keys[index], result)
         done.append(result)
     if graded_here and server.enabled():
