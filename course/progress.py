@@ -230,11 +230,22 @@ def next_step(session: Session, fresh: bool = False) -> NextStep:
 
 
 def _finish_or_reopen(session: Session, welcome: bool, fresh: bool = False) -> NextStep:
-    """Re-grade every lesson (a file may have changed since it passed; one request, unchanged
-    lessons from the cache); finished only if all pass, else the first that does not is
-    current again."""
+    """Re-grade every lesson (a file may have changed since it passed; unchanged lessons from
+    the cache); finished only if all pass, else the first that does not is current again.
+    With the warm grader, all in one request (graded side by side); without, one by one,
+    stopping at the first that does not pass."""
+    from course.engine import server
+
     lessons = session.catalog.available()
-    for each, result in zip(lessons, check_many(session, lessons, fresh), strict=True):
+    if server.enabled():
+        results = check_many(session, lessons, fresh)
+    else:
+        results = []
+        for each in lessons:
+            results.append(check(session, each, fresh))
+            if not results[-1].passed:
+                break
+    for each, result in zip(lessons, results, strict=False):
         if not result.passed:
             return NextStep(each, result, None, finished=False, welcome=welcome)
     return NextStep(None, None, None, finished=True, welcome=welcome)
