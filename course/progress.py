@@ -145,8 +145,9 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
     folder = Path(folder).resolve()
     caching = result_cache.enabled() and not fresh
     build = server.fingerprint() if caching else ""
+    tree = result_cache.tree_digest(folder) if caching else ""
     # Keyed before grading: a file saved meanwhile must not be credited with this grade.
-    keys = [result_cache.key(folder, lesson.module, build) if caching else None for lesson in lessons]
+    keys = [result_cache.key(folder, lesson.module, build, tree) if caching else None for lesson in lessons]
     results: list[LessonResult | None] = [
         result_cache.load(folder, lesson.module, digest) if caching else None
         for lesson, digest in zip(lessons, keys, strict=True)

@@ -62,19 +62,28 @@ def folder() -> Path | None:
     return results if private_socket.private_folder(results) else None
 
 
-def key(source_dir: Path, module: str, build: str) -> str | None:
+def key(source_dir: Path, module: str, build: str, tree: str | None = None) -> str | None:
     """The digest a lesson's grade depends on: ``build`` (the course build's fingerprint), the
-    folder and lesson, and every file under the folder by content (helper modules and packages,
-    data a lesson file may read), except hidden folders (``.course/``, a ``.venv``) and
-    ``__pycache__``. None (nothing is cached) for a folder of more than ``FILES_LIMIT`` files."""
-    digest = hashlib.sha256(f"{SCHEMA}\0{build}\0{source_dir}\0{module}\0".encode())
+    folder and lesson, and ``tree`` (``tree_digest`` of the folder, computed here if not
+    given: one walk serves every lesson of a check). None when the tree has no digest."""
+    tree = tree_digest(source_dir) if tree is None else tree
+    if not tree:
+        return None
+    return hashlib.sha256(f"{SCHEMA}\0{build}\0{source_dir}\0{module}\0{tree}".encode()).hexdigest()
+
+
+def tree_digest(source_dir: Path) -> str:
+    """Every file under the folder by content (helper modules and packages, data a lesson file
+    may read), except hidden folders (``.course/``, a ``.venv``) and ``__pycache__``; "" (no
+    caching) for a folder of more than ``FILES_LIMIT`` files."""
+    digest = hashlib.sha256()
     count = 0
     for folder, folders, files in os.walk(source_dir):
         folders[:] = sorted(name for name in folders if not name.startswith(".") and name != "__pycache__")
         for name in sorted(files):
             count += 1
             if count > FILES_LIMIT:
-                return None
+                return ""
             path = Path(folder) / name
             digest.update(f"{path.relative_to(source_dir)}\0".encode())
             try:
