@@ -11,7 +11,12 @@ the limits) so that it costs seconds, not minutes.
 Only lessons 1-3 are graded by default (the generated bundles hold those three files), which
 keeps the run to a few minutes; --lessons 1,2,3,4 grades more.
 
-    python benchmarks/grade_class.py [--count 100] [--lessons 1,2,3] [--repeat 1]
+Every run is a fresh process (`grade_folder` as `course grade` calls it, the points counted
+too), interleaved: 1 and 2 workers without de-duplication of identical lesson files, then 2
+with it; with --baseline REF the course as of that commit (exported with `git archive`, not
+checked out) is timed beside, on the same class, and every run must give the same gradebook.
+
+    python benchmarks/grade_class.py [--count 40] [--lessons 1,2,3] [--repeat 1] [--baseline 80f4076]
 """
 
 from __future__ import annotations
@@ -124,48 +129,108 @@ def summary(report: gradebook.Report) -> list[tuple]:
     ]
 
 
+def grade_once(folder: Path, lessons: str, workers: int, same: bool) -> None:
+    """One timed `grade_folder` in this process (the course on PYTHONPATH: this tree or the
+    baseline's); prints {"seconds", "rows"} as JSON."""
+    import inspect
+    import time
+
+    chosen = [load_catalog().resolve(name) for name in lessons.split(",")]
+    started = time.monotonic()
+    options = {"same": same} if "same" in inspect.signature(gradebook.grade_folder).parameters else {}
+    report = gradebook.grade_folder(folder, chosen, workers, **options)
+    seconds = time.monotonic() - started  # includes counting the points, as `course grade` does
+    print(json.dumps({"seconds": seconds, "rows": summary(report)}))
+
+
+def timed_run(folder: Path, lessons: str, workers: int, same: bool, tree: Path) -> tuple[float, list]:
+    import subprocess
+
+    command = [sys.executable, __file__, "--grade-only", str(folder), "--lessons", lessons]
+    command += ["--workers", str(workers)] + (["--same"] if same else [])
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer["seconds"], json.loads(json.dumps(answer["rows"]))
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The course as of git ``ref``, exported (not checked out) into ``into``."""
+    import subprocess
+
+    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--lessons", default="1,2,3")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds of (1 worker, 2 workers)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every configuration")
+    parser.add_argument("--baseline", metavar="GITREF", help="also time the course as of this commit")
+    parser.add_argument("--grade-only", metavar="FOLDER", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--same", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.grade_only:
+        grade_once(Path(args.grade_only), args.lessons, args.workers, args.same)
+        return 0
     catalog = load_catalog()
     lessons = [catalog.resolve(name) for name in args.lessons.split(",")]
     root = Path(tempfile.mkdtemp(prefix="course-class-"))
+    # (label, tree, workers, same): de-duplication off unless said; the baseline has none.
+    runs = [
+        ("this tree", REPO, 1, False),
+        ("this tree", REPO, 2, False),
+        ("this tree, de-dup", REPO, 2, True),
+    ]
     try:
-        made = generate(root, args.count, [lesson.module for lesson in lessons])
+        if args.baseline:
+            (root / "baseline").mkdir()
+            tree = baseline_tree(args.baseline, root / "baseline")
+            runs = [
+                (f"baseline {args.baseline}", tree, 1, False),
+                (f"baseline {args.baseline}", tree, 2, False),
+                *runs,
+            ]
+        (root / "class").mkdir()
+        made = generate(root / "class", args.count, [lesson.module for lesson in lessons])
         print(
             f"{args.count} submissions ({', '.join(f'{n} {k}' for k, n in made.items())}), "
             f"lessons {', '.join(lesson.id for lesson in lessons)}, {os.cpu_count()} cores, "
-            f"COURSE_LIMITS={os.environ['COURSE_LIMITS']}"
+            f"COURSE_LIMITS={os.environ['COURSE_LIMITS']}; each run a fresh process, interleaved"
         )
-        gradebook.max_points(lessons)  # warm the file cache and bytecode
-        times: dict[int, list[float]] = {1: [], 2: []}
-        results = {}
+        times: dict[tuple, list[float]] = {run: [] for run in runs}
+        rows: dict[tuple, list] = {}
         for round_ in range(args.repeat):
-            for workers in (1, 2) if round_ % 2 == 0 else (2, 1):
-                report = gradebook.grade_folder(root, lessons, workers)
-                times[workers].append(report.seconds)
-                results[workers] = summary(report)
-                rate = len(report.rows) / report.seconds
-                print(
-                    f"  {workers} worker{'s' if workers > 1 else ' '}: {report.seconds:6.1f} s, "
-                    f"{rate:5.2f} submissions/s"
-                )
+            for run in runs if round_ % 2 == 0 else runs[::-1]:
+                label, tree, workers, same = run
+                seconds, rows[run] = timed_run(root / "class", args.lessons, workers, same, tree)
+                times[run].append(seconds)
+                print(f"  {label:28s} {workers} worker(s): {seconds:6.1f} s, {args.count / seconds:5.2f}/s")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    if results[1] != results[2]:
-        print("the two runs disagree on some gradebook rows: grading is not deterministic")
+    reference = rows[runs[0]]
+    if any(found != reference for found in rows.values()):
+        print("the runs disagree on some gradebook rows (outcome, status or points)")
+        for run, found in rows.items():
+            for mine, theirs in zip(found, reference, strict=True):
+                if mine != theirs:
+                    print(f"  {run[0]}, {run[2]} worker(s): {mine} vs {theirs}")
         return 1
-    one, two = min(times[1]), min(times[2])
-    outcomes: dict[str, int] = {}
-    for _, outcome, _lessons in results[1]:
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    print(
-        f"\nbest of each: 1 worker {args.count / one:.2f}/s, 2 workers {args.count / two:.2f}/s; "
-        f"speed-up {one / two:.2f}x. Same gradebook from both runs; outcomes {outcomes}."
-    )
+    print("\nbest of each (submissions/s, seconds per submission):")
+    best = {run: min(values) for run, values in times.items()}
+    for (label, _, workers, _), seconds in best.items():
+        print(
+            f"  {label:28s} {workers} worker(s): {args.count / seconds:5.2f}/s, {seconds / args.count:5.2f} s"
+        )
+    if args.baseline:
+        for workers in (1, 2):
+            old = best[runs[workers - 1]]
+            new = best[runs[workers + 1]]
+            print(f"  speed-up over the baseline, {workers} worker(s), no de-dup: {old / new:.2f}x")
+    print("Every run gave the same gradebook (outcome, status and points of every row).")
     return 0
 
 

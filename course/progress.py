@@ -5,7 +5,7 @@ The CLI calls these and renders what they return; nothing here prints or imports
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,43 +131,86 @@ def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> Non
         progress.passed_at = progress.checked_at
 
 
-def grade(lesson: Lesson, folder: Path) -> LessonResult:
-    """Grade with the warm grader when one is running; otherwise here, and start one for the
-    next check (see ``course.engine.server``)."""
+def grade(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
+    """Grade one lesson: see ``grade_many``."""
+    return grade_many([lesson], folder, fresh)[0]
+
+
+def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> list[LessonResult]:
+    """Grade these lessons of ``folder``: a lesson whose files and course build are what they
+    were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
+    others are graded by the warm grader in one request when one is running, else here (and
+    one is started for the next check, see ``course.engine.server``)."""
+    from course import result_cache
     from course.engine import server
 
-    if server.enabled():
-        answer = server.request(lesson.module, folder, timeout=server.REQUEST_SECONDS)
-        if answer is not None:
-            return LessonResult.from_dict(answer)
-    from course.engine.runner import grade as grade_here
+    folder = Path(folder).resolve()
+    caching = result_cache.enabled() and not fresh
+    build = server.fingerprint() if caching else ""
+    tree = result_cache.tree_digest(folder) if caching else ""
+    # Keyed before grading: a file saved meanwhile must not be credited with this grade.
+    keys = [result_cache.key(folder, lesson.module, build, tree) if caching else None for lesson in lessons]
+    results: list[LessonResult | None] = [
+        result_cache.load(folder, lesson.module, digest) if caching else None
+        for lesson, digest in zip(lessons, keys, strict=True)
+    ]
+    missing = [index for index, result in enumerate(results) if result is None]
+    if missing and server.enabled():
+        modules = [lessons[index].module for index in missing]
+        answers = server.request_many(modules, folder, timeout=server.REQUEST_SECONDS) or []
+        for index, answer in zip(missing, answers, strict=False):
+            if answer is not None:
+                results[index] = LessonResult.from_dict(answer)
+    graded_here = False
+    done: list[LessonResult] = []
+    for index, result in enumerate(results):
+        if result is None:
+            from course.engine.runner import grade as grade_here
 
-    result = grade_here(lesson, folder)
-    if server.enabled():
+            result = grade_here(lessons[index], folder)
+            graded_here = True
+        if index in missing and caching:
+            result_cache.store(folder, lessons[index].module, keys[index], result)
+        done.append(result)
+    if graded_here and server.enabled():
         server.start_in_background()
-    return result
+    return done
 
 
-def check(session: Session, lesson: Lesson) -> LessonResult:
+def check(session: Session, lesson: Lesson, fresh: bool = False) -> LessonResult:
     """Grade one lesson of the workspace and remember the result."""
-    before = session.state.lessons.get(lesson.module)
-    reset_before = before.recheck_after if before else ""
-    result = grade(lesson, session.workspace.root)
-    result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
-    if not result.passed and not result.note and reset_before:
-        result.note = (
-            f"This lesson had passed, but it uses {reset_before}.py, which was reset since: "
-            "it passes again once both files work together."
-        )
-    if not result.passed and not result.note:
-        pending = [m for m in result.uses if session.state.status(m) != PASSED]
-        if pending:
+    return check_many(session, [lesson], fresh)[0]
+
+
+def check_many(session: Session, lessons: Sequence[Lesson], fresh: bool = False) -> list[LessonResult]:
+    """Grade these lessons of the workspace (in one request, see ``grade_many``) and remember
+    the results, with a note where an earlier lesson explains a failure."""
+    resets = {}
+    for lesson in lessons:
+        before = session.state.lessons.get(lesson.module)
+        resets[lesson.module] = before.recheck_after if before else ""
+    results = grade_many(lessons, session.workspace.root, fresh)
+    for lesson, result in zip(lessons, results, strict=True):
+        result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
+        if not result.passed and not result.note and resets[lesson.module]:
             result.note = (
-                f"This lesson uses your {pending[0]}.py, which has not passed its own "
-                f"check yet (`course check {pending[0]}`): a problem there shows here."
+                f"This lesson had passed, but it uses {resets[lesson.module]}.py, which was reset "
+                "since: it passes again once both files work together."
             )
-    session.update(lambda state: record(state, lesson, result))
-    return result
+        if not result.passed and not result.note:
+            pending = [m for m in result.uses if session.state.status(m) != PASSED]
+            if pending:
+                result.note = (
+                    f"This lesson uses your {pending[0]}.py, which has not passed its own "
+                    f"check yet (`course check {pending[0]}`): a problem there shows here."
+                )
+
+    def record_all(state: state_file.State) -> None:
+        for lesson, result in zip(lessons, results, strict=True):
+            record(state, lesson, result)
+
+    session.update(record_all)
+    return results
 
 
 @dataclass
@@ -185,7 +228,7 @@ class NextStep:
     recheck_of: str = ""
 
 
-def next_step(session: Session) -> NextStep:
+def next_step(session: Session, fresh: bool = False) -> NextStep:
     """Re-check the current lesson; when it passes, move on and introduce the next one. When
     every lesson seems passed, re-grade them all before saying the course is finished."""
     welcome = not session.state.welcomed
@@ -193,9 +236,9 @@ def next_step(session: Session) -> NextStep:
         session.update(lambda state: setattr(state, "welcomed", True))
     lesson = session.current()
     if lesson is None:
-        return _finish_or_reopen(session, welcome)
+        return _finish_or_reopen(session, welcome, fresh)
     reason = session.state.lesson(lesson.module).recheck_after
-    result = check(session, lesson)
+    result = check(session, lesson, fresh)
     earlier: list[tuple[Lesson, str]] = []
     upcoming = session.current()
     # A lesson that passed before an earlier one it uses was reset is re-checked on the way
@@ -203,22 +246,34 @@ def next_step(session: Session) -> NextStep:
     while result.passed and upcoming is not None and session.state.needs_recheck(upcoming.module):
         earlier.append((lesson, reason))
         lesson, reason = upcoming, session.state.lesson(upcoming.module).recheck_after
-        result = check(session, lesson)
+        result = check(session, lesson, fresh)
         upcoming = session.current()
     introduced, finished = upcoming, False
     if not result.passed:
         introduced = lesson if result.status == "not-started" else None
     elif upcoming is None:
-        step = _finish_or_reopen(session, welcome)
+        step = _finish_or_reopen(session, welcome, fresh)
         introduced, finished = step.introduced, step.finished
     return NextStep(lesson, result, introduced, finished, welcome, earlier, reason)
 
 
-def _finish_or_reopen(session: Session, welcome: bool) -> NextStep:
-    """Re-grade every lesson (a file may have changed since it passed); finished only if all
-    pass, else the first that does not is current again."""
-    for each in session.catalog.available():
-        result = check(session, each)
+def _finish_or_reopen(session: Session, welcome: bool, fresh: bool = False) -> NextStep:
+    """Re-grade every lesson (a file may have changed since it passed; unchanged lessons from
+    the cache); finished only if all pass, else the first that does not is current again.
+    With the warm grader, all in one request (graded side by side); without, one by one,
+    stopping at the first that does not pass."""
+    from course.engine import server
+
+    lessons = session.catalog.available()
+    if server.enabled():
+        results = check_many(session, lessons, fresh)
+    else:
+        results = []
+        for each in lessons:
+            results.append(check(session, each, fresh))
+            if not results[-1].passed:
+                break
+    for each, result in zip(lessons, results, strict=False):
         if not result.passed:
             return NextStep(each, result, None, finished=False, welcome=welcome)
     return NextStep(None, None, None, finished=True, welcome=welcome)

@@ -20,6 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 DEBOUNCE = 0.15  # seconds of quiet after the last change before grading
+# ... when the last event was a file closed after writing or renamed into place: an editor's
+# save is complete then, and this only gathers the events of the same save.
+SAVED_DEBOUNCE = 0.03
 _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE, _IN_MODIFY = 0x8, 0x80, 0x100, 0x2
 
 
@@ -30,6 +33,7 @@ class Changes:
         self.folder = folder
         self.fd = -1 if poll else self._inotify(folder)
         self.polling = self.fd < 0
+        self.saved = False  # the last change seen ended a save (closed after writing, renamed)
         self._seen = self._stamps()
 
     @staticmethod
@@ -70,11 +74,16 @@ class Changes:
             except BlockingIOError:
                 data = b""
             offset = 0
+            masks = []
             while offset + 16 <= len(data):
-                _, _, _, length = struct.unpack_from("iIII", data, offset)
+                _, mask, _, length = struct.unpack_from("iIII", data, offset)
                 names.append(data[offset + 16 : offset + 16 + length].rstrip(b"\0").decode())
+                masks.append(mask)
                 offset += 16 + length
-            return any(name.endswith(".py") for name in names)
+            ours = [mask for name, mask in zip(names, masks, strict=True) if name.endswith(".py")]
+            if ours:
+                self.saved = bool(ours[-1] & (_IN_CLOSE_WRITE | _IN_MOVED_TO))
+            return bool(ours)
         stamps = self._stamps()
         changed, self._seen = stamps != self._seen, stamps
         return changed
@@ -97,7 +106,10 @@ def run(
         grade_and_draw()
         pending_since: float | None = None
         while True:
-            timeout = 0.1 if (changes.polling or pending_since is not None) else None
+            timeout = 0.1 if changes.polling else None
+            if pending_since is not None:  # wake up when the quiet time is over
+                left = max(0.0, pending_since + _quiet(changes) - time.monotonic())
+                timeout = left if timeout is None else min(timeout, left)
             ready, _, _ = select.select([stdin, *changes.readable()], [], [], timeout)
             if stdin in ready:
                 key = os.read(stdin, 1).decode("utf-8", "replace")
@@ -105,10 +117,15 @@ def run(
                     return
             if (changes.polling or changes.fd in ready) and changes.changed():
                 pending_since = time.monotonic()
-            if pending_since is not None and time.monotonic() - pending_since >= DEBOUNCE:
+            if pending_since is not None and time.monotonic() - pending_since >= _quiet(changes):
                 pending_since = None
                 changes.changed()  # the grade itself must not count as a change
                 grade_and_draw()
     finally:
         termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
         changes.close()
+
+
+def _quiet(changes: Changes) -> float:
+    """Seconds of quiet after the last change before grading: short once a save is complete."""
+    return SAVED_DEBOUNCE if changes.saved and not changes.polling else DEBOUNCE

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 os.environ["COURSE_SERVER"] = "off"
+os.environ["COURSE_CACHE"] = "off"  # every test grades; tests/test_result_cache.py turns it on
 
 SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\(\s*scope\s*=\s*["'](module|class)["']""")
 

@@ -230,17 +230,20 @@ def test_the_welcome_is_shown_once(tmp_path):
     assert "Welcome to" not in second.stdout and "Lesson 01" in second.stdout
 
 
-def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(workspace):
+def test_finish_comes_after_regrading_everything_and_a_broken_lesson_reopens(workspace, tmp_path):
     for solution in SOLUTIONS.glob("l*.py"):
         shutil.copy(solution, workspace)
-    assert course("check", "--all", cwd=workspace).returncode == 0  # records every lesson passed
-    done = course("next", cwd=workspace)
+    # With the result cache (tests/test_result_cache.py): the next right after --all reuses
+    # its grades, the one after an edit grades again.
+    cache = {"COURSE_CACHE": "on", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert course("check", "--all", cwd=workspace, env=cache).returncode == 0  # all passed
+    done = course("next", cwd=workspace, env=cache)
     assert "Every lesson passes, re-graded just now" in " ".join(done.stdout.split())
     source = (SOLUTIONS / "l04_masks.py").read_text()
     (workspace / "l04_masks.py").write_text(
         source.replace("def causal_mask(t, s=None):", "def causal_mask(t, s=None):\n    return None")
     )
-    reopened = course("next", cwd=workspace)
+    reopened = course("next", cwd=workspace, env=cache)
     assert "Every lesson passes" not in reopened.stdout and "Lesson 04" in reopened.stdout
 
 

@@ -21,8 +21,11 @@ the solutions.
 
 Both checks of a case are real `course check` processes: the JSON one proves the verdict, the
 screen one the rendering, and screen mode also runs the learner's code for shape traces and
-attention maps. The workspace they grade is a copy of one made by a real `course init` per
-test process (tests/test_cli.py tests `course init` itself).
+attention maps. They run with the result cache on (course/result_cache.py, in a folder of the
+case's own), as a learner's do: a failed grade that another run would give again is reused by
+the screen check, so what the learner's code did during the first check (the cache folder
+included) must not turn the second into a pass. The workspace they grade is a copy of one
+made by a real `course init` per test process (tests/test_cli.py tests `course init` itself).
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def processes_tagged(tag: str) -> list[str]:
 
 
 def course(
-    *args: str, cwd: Path, tag: str = "", limits: str = ""
+    *args: str, cwd: Path, tag: str = "", limits: str = "", cache: Path | None = None
 ) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(
         os.environ,
@@ -118,6 +121,8 @@ def course(
         COURSE_SERVER="off",
         COURSE_HOSTILE_TAG=tag,
     )
+    if cache is not None:  # the result cache on, in a folder of the case's own
+        env.update(COURSE_CACHE="on", XDG_CACHE_HOME=str(cache))
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "course", *args],
@@ -161,7 +166,8 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_
     pristine, learner = tree_digest(LESSONS), tree_digest(workspace)
     limit = float(meta.get("seconds", 20))
 
-    done, seconds = course("check", lesson.id, "--json", cwd=workspace, tag=tag, limits=limits)
+    cache = tmp_path / "cache"
+    done, seconds = course("check", lesson.id, "--json", cwd=workspace, tag=tag, limits=limits, cache=cache)
     assert seconds < limit, f"the check took {seconds:.1f} s"
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
@@ -180,7 +186,7 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_
         )
     assert "the grader itself hit a problem" not in messages.lower(), messages[:2500]
 
-    screen, _ = course("check", lesson.id, cwd=workspace, tag=tag, limits=limits)
+    screen, _ = course("check", lesson.id, cwd=workspace, tag=tag, limits=limits, cache=cache)
     text = screen.stdout.decode("utf-8", "replace")
     assert screen.returncode == 1 and screen.stderr == b""
     assert len(text.splitlines()) <= SCREEN_LINES, text

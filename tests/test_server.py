@@ -59,6 +59,10 @@ def test_a_warm_check_equals_the_cold_one_and_the_server_stops_on_request(runtim
     assert cold.returncode == warm.returncode == 1
     assert checks(json.loads(warm.stdout)) == checks(json.loads(cold.stdout)) == checks(answer)
     assert json.loads(course("check", "2", "--json", cwd=workspace).stdout)["status"] == "passed"
+    # Several lessons in one request, graded side by side: the same as one by one.
+    many = runtime.request_many(["l01_projections", "l02_softmax", "l03_attention"], workspace, timeout=60)
+    assert many is not None and checks(many[0]) == checks(answer)
+    assert [each["status"] for each in many] == ["failed", "passed", "not-started"]
     assert runtime.stop()
     deadline = time.monotonic() + 10
     while runtime.ready(timeout=0.2) and time.monotonic() < deadline:

@@ -330,3 +330,50 @@ def test_classroom_config_is_valid_json_with_one_test_per_lesson(tmp_path):
     workflow = (tmp_path / ".github/workflows/classroom.yml").read_text()
     assert workflow.count("autograding-command-grader@v1") == len(available)
     assert "runners: " + ",".join(f"lesson-{lesson.id}" for lesson in available) in workflow
+
+
+# -- what makes class grading faster: de-duplication and workers started ahead --------------------
+def child_processes() -> set[int]:
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        found |= {int(pid) for pid in (task / "children").read_text().split()}
+    return found
+
+
+def test_identical_lesson_files_are_graded_once_per_process_and_other_files_again(tmp_path, monkeypatch):
+    from course.engine import runner
+
+    monkeypatch.setattr(gradebook, "_GRADED_BEFORE", {})
+    graded = []
+    real = runner.grade
+    monkeypatch.setattr(runner, "grade", lambda *a, **k: graded.append(a[0].module) or real(*a, **k))
+    make_zip(tmp_path / "a.zip", {"l01_projections.py": SOLVED, "result.json": claim("ann", SOLVED)})
+    make_zip(tmp_path / "b.zip", {"l01_projections.py": SOLVED, "result.json": claim("ben", SOLVED)})
+    make_zip(tmp_path / "c.zip", {"l01_projections.py": WRONG})
+    rows = [gradebook.grade_bundle(str(tmp_path / f"{n}.zip"), [L01.module], same=True) for n in "abc"]
+    assert graded == [L01.module, L01.module]  # b is a's files byte for byte: a's grade
+    assert rows[0]["lessons"] == rows[1]["lessons"] and rows[1]["name"] == "ben"
+    assert rows[0]["lessons"][L01.module]["status"] == "passed"
+    assert rows[2]["lessons"][L01.module]["status"] == "failed"
+    gradebook.grade_bundle(str(tmp_path / "b.zip"), [L01.module], same=False)
+    assert len(graded) == 3
+
+
+def test_a_grade_that_reached_a_time_limit_is_never_reused():
+    check = {"name": "c", "status": "timeout"}
+    assert not gradebook._repeatable({"status": "failed", "exercises": [{"checks": [check]}]})
+    assert not gradebook._repeatable({"status": "error", "exercises": []})
+    assert gradebook._repeatable(
+        {"status": "failed", "exercises": [{"checks": [dict(check, status="failed")]}]}
+    )
+
+
+def test_the_worker_started_ahead_for_the_next_lesson_never_outlives_its_bundle(tmp_path):
+    before = child_processes()
+    make_zip(
+        tmp_path / "h.zip",
+        {"l01_projections.py": OS_EXIT, "l02_softmax.py": (LESSONS / "l02_softmax.py").read_bytes()},
+    )
+    row = gradebook.grade_bundle(str(tmp_path / "h.zip"), [L01.module, "l02_softmax"])
+    assert row["lessons"]["l02_softmax"]["status"] == "not-started"
+    assert child_processes() <= before

@@ -79,6 +79,12 @@ def grade(
         typer.Option("--nbgrader-csv", metavar="FILE", help="Also write scores as nbgrader export does."),
     ] = None,
     lessons: LessonsOption = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Grade every bundle in full, even lesson files identical to ones graded before."
+        ),
+    ] = False,
 ) -> None:
     """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
     from course.catalog import load_catalog
@@ -103,7 +109,7 @@ def grade(
         note = f"  ({row['problems'][0]})" if row["problems"] else ""
         show(f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}")
 
-    result = gradebook.grade_folder(submissions_dir, chosen, count, progress)
+    result = gradebook.grade_folder(submissions_dir, chosen, count, progress, same=not fresh)
     gradebook.write_csv(result, out)
     written = [str(out)]
     if report:

@@ -44,13 +44,21 @@ def init(
     )
 
 
-def next_(workspace: WorkspaceOption = None) -> None:
+FreshOption = Annotated[
+    bool,
+    typer.Option(
+        "--fresh", help="Grade again even lessons whose files did not change since their last check."
+    ),
+]
+
+
+def next_(workspace: WorkspaceOption = None, fresh: FreshOption = False) -> None:
     """Check the current lesson; when it passes, move on to the next one."""
     from course import progress
     from course.render import screens
 
     session = open_session(workspace, create=True)
-    show(screens.next_screen(progress.next_step(session), session))
+    show(screens.next_screen(progress.next_step(session, fresh), session))
 
 
 def check(
@@ -70,6 +78,7 @@ def check(
         ),
     ] = False,
     workspace: WorkspaceOption = None,
+    fresh: FreshOption = False,
 ) -> None:
     """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
     from course import progress
@@ -79,7 +88,7 @@ def check(
         code = progress.debug_check(session, lesson_or_current(session, lesson))
         raise typer.Exit(0 if code == 0 else 1)
     lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
-    results = [(each, progress.check(session, each)) for each in lessons]
+    results = list(zip(lessons, progress.check_many(session, lessons, fresh), strict=True))
     passed = all(result.passed for _, result in results)
     if as_json:
         from course import __version__
@@ -88,7 +97,7 @@ def check(
         payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
         sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
     else:
-        from course.render import maps, screens
+        from course.render import screens
 
         show(
             screens.notices(session),
@@ -96,6 +105,8 @@ def check(
         )
         found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
         if found is not None:
+            from course.render import maps  # imports numpy: only when there is a picture
+
             show(maps.diagnosis(found))
     raise typer.Exit(0 if passed else 1)
 

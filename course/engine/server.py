@@ -74,18 +74,31 @@ def socket_path() -> Path | None:
 # -- the calling side: standard library only, so a warm check never imports numpy ------------
 def request(module: str, source_dir: Path, timeout: float) -> dict | None:
     """The server's grade of ``source_dir/<module>.py`` as a dict, or None if it cannot help."""
+    answers = request_many([module], source_dir, timeout)
+    return answers[0] if answers else None
+
+
+def request_many(modules: list[str], source_dir: Path, timeout: float) -> list[dict | None] | None:
+    """The server's grades of these lessons of ``source_dir`` (one request: the server grades
+    them side by side, one process per core), as dicts in order (None for a lesson it could
+    not grade); None if it cannot help at all."""
     try:
         opened = private_socket.connect(socket_path(), timeout)
         if opened is None:
             return None
         with opened as connection:
-            connection.sendall(json.dumps({"module": module, "source_dir": str(source_dir)}).encode() + b"\n")
+            order = {"modules": list(modules), "source_dir": str(source_dir)}
+            connection.settimeout(timeout * max(1, len(modules)))
+            connection.sendall(json.dumps(order).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
             chunks = []
             while chunk := connection.recv(1 << 16):
                 chunks.append(chunk)
         answer = json.loads(b"".join(chunks))
-        return answer if isinstance(answer, dict) and "exercises" in answer else None
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(modules):
+            return None
+        return [r if isinstance(r, dict) and "exercises" in r else None for r in results]
     except (OSError, ValueError):
         return None
 
@@ -161,9 +174,12 @@ def _warm_up() -> None:
     for lesson in load_catalog().available():
         folder = lesson.solution.parent if lesson.solution.is_file() else lesson.skeleton.parent
         try:
-            grade(lesson, folder)
+            _COSTS[lesson.module] = grade(lesson, folder).duration
         except Exception:  # noqa: BLE001 - warming is an optimisation; serving must not depend on it
             pass
+
+
+_COSTS: dict[str, float] = {}  # lesson module -> seconds its warm-up grade took (for scheduling)
 
 
 def _ready_child(listener: socket.socket, notify: int) -> None:
@@ -206,7 +222,6 @@ def _ready_child(listener: socket.socket, notify: int) -> None:
 
 def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path) -> None:
     from course.catalog import load_catalog
-    from course.engine.runner import grade
 
     connection.settimeout(5)
     if not private_socket.peer_is_us(connection):
@@ -222,12 +237,16 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
         os.write(notify, b"s")
         connection.sendall(b'{"stopped": true}')
         return
-    lesson = load_catalog().by_module(str(order["module"]))
-    if lesson is None:
-        raise LookupError(order["module"])
-    result = grade(lesson, Path(order["source_dir"]), spare=(spare, scratch))
+    catalog = load_catalog()
+    found = [catalog.by_module(str(module)) for module in order["modules"]]
+    lessons = [lesson for lesson in found if lesson is not None]
+    if not lessons or len(lessons) != len(found):
+        raise LookupError(order["modules"])
+    from course.engine.side_by_side import grade_side_by_side
+
+    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch), _COSTS)
     connection.settimeout(None)
-    connection.sendall(json.dumps(result.to_dict()).encode())
+    connection.sendall(json.dumps({"results": results}).encode())
 
 
 def serve(path: Path) -> int:

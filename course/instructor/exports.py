@@ -154,8 +154,9 @@ def write_nbgrader_csv(rows: Sequence[dict], max_points: dict[str, int], out: Pa
 # -- GitHub Classroom ---------------------------------------------------------------------------
 def check_command(lesson: Lesson) -> str:
     """The test command: the repository root is the workspace (the marker folder is created if
-    the student's repository lacks it); no warm grader is left behind on the runner."""
-    return f"mkdir -p .course && COURSE_SERVER=off course check {lesson.number} --workspace ."
+    the student's repository lacks it); no warm grader is left behind on the runner, and no
+    earlier grade is reused (``--fresh``: the runner's cache folder is not ours to trust)."""
+    return f"mkdir -p .course && COURSE_SERVER=off course check {lesson.number} --workspace . --fresh"
 
 
 def classroom_tests(lessons: Sequence[Lesson], points: dict[str, int], install: str) -> list[dict]:

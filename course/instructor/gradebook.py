@@ -11,7 +11,9 @@ bundle's (up to formatting and comments) are flagged on their rows (``similarity
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -21,12 +23,17 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course import __version__
 from course.catalog import Lesson, load_catalog
 from course.instructor import similarity
 from course.instructor.submissions import disagreements, lesson_summary, open_bundle
+
+if TYPE_CHECKING:
+    from course.engine.processes import Worker
 
 GRADED, REFUSED, CRASHED = "graded", "refused", "grader-failed"
 MISSING = "missing"
@@ -60,9 +67,11 @@ def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
     return counts
 
 
-def grade_bundle(path: str, modules: Sequence[str]) -> dict:
+def grade_bundle(path: str, modules: Sequence[str], same: bool = False) -> dict:
     """One gradebook row (with full results) for one bundle. Runs in a pool process; any
-    failure of the grader itself becomes a problem on the row."""
+    failure of the grader itself becomes a problem on the row. ``same``: a lesson whose files
+    are byte for byte those of a bundle this process graded before gets that grade again
+    (see ``_graded_before``)."""
     row: dict = {
         "file": Path(path).name,
         "name": "",
@@ -73,7 +82,7 @@ def grade_bundle(path: str, modules: Sequence[str]) -> dict:
     }
     folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
     try:
-        _grade_into(row, Path(path), folder, modules)
+        _grade_into(row, Path(path), folder, modules, same)
     except Exception as error:  # the grader's own failure: reported, never fatal
         row["outcome"] = CRASHED
         row["problems"].append(
@@ -84,7 +93,20 @@ def grade_bundle(path: str, modules: Sequence[str]) -> dict:
     return row
 
 
-def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> None:
+_GRADED_BEFORE: dict[str, dict] = {}  # content digest -> a lesson's row entry (one pool process)
+
+
+def _content_digest(folder: Path, module: str) -> str:
+    """What a sealed grade of ``module`` in ``folder`` depends on besides the course: the
+    bytes of every file there (a bundle's folder holds only its lesson files)."""
+    digest = hashlib.sha256(f"{module}\0".encode())
+    for path in sorted(folder.iterdir()):
+        digest.update(f"{path.name}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
+    return digest.hexdigest()
+
+
+def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str], same: bool = False) -> None:
     from course.engine.runner import grade
 
     catalog = load_catalog()
@@ -99,6 +121,7 @@ def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> 
     row["problems"] += opened.problems
     chosen = [lesson for lesson in map(catalog.by_module, modules) if lesson is not None]
     row["fingerprints"] = similarity.fingerprints(opened.sources, chosen)  # before any code runs
+    pending: list[tuple[Lesson, str]] = []  # to grade: the lesson, its content digest
     for module in modules:
         lesson = catalog.by_module(module)
         if lesson is None or lesson.file_name not in opened.files:
@@ -111,12 +134,47 @@ def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str]) -> 
                 "result": None,
             }
             continue
-        result = grade(lesson, folder, sealed=True)  # reads nothing but its own bundle
-        summary = lesson_summary(result)
-        full = result.to_dict()
-        full["output"] = full["output"][-500:]
-        row["lessons"][module] = dict(summary, result=full)
+        digest = _content_digest(folder, module) if same else ""
+        if digest in _GRADED_BEFORE:
+            row["lessons"][module] = json.loads(json.dumps(_GRADED_BEFORE[digest]))
+        else:
+            pending.append((lesson, digest))
+    # Each lesson's worker is started while the lesson before it is graded (none is left over).
+    spare: tuple[Worker, Path] | None = _spare_worker() if pending else None
+    try:
+        for index, (lesson, digest) in enumerate(pending):
+            current, spare = spare, (_spare_worker() if index + 1 < len(pending) else None)
+            try:
+                result = grade(lesson, folder, sealed=True, spare=current)  # reads only its bundle
+            finally:
+                if current is not None:
+                    shutil.rmtree(current[1], ignore_errors=True)  # adopted, or left by a refusal
+            summary = lesson_summary(result)
+            full = result.to_dict()
+            full["output"] = full["output"][-500:]
+            row["lessons"][lesson.module] = dict(summary, result=full)
+            if same and _repeatable(full):
+                _GRADED_BEFORE[digest] = json.loads(json.dumps(row["lessons"][lesson.module]))
+    finally:
+        if spare is not None:
+            spare[0].kill()
+            spare[0].close_files()
+            shutil.rmtree(spare[1], ignore_errors=True)
     row["problems"] += disagreements(opened.claimed, row["lessons"])
+
+
+def _spare_worker() -> tuple[Worker, Path]:
+    """A blank worker (nothing of any learner's loaded yet) and its own scratch folder."""
+    from course.engine.processes import Worker
+
+    scratch = Path(tempfile.mkdtemp(prefix="course-"))
+    return Worker(scratch), scratch
+
+
+def _repeatable(result: dict) -> bool:
+    """A grade another run gives again: no time limit reached, no error of the whole lesson."""
+    statuses = [check["status"] for e in result["exercises"] for check in e["checks"]]
+    return result["status"] not in ("error", "timeout") and "timeout" not in statuses
 
 
 @dataclass
@@ -132,26 +190,32 @@ def grade_folder(
     lessons: Sequence[Lesson],
     workers: int | None = None,
     on_row: Callable[[dict, int, int], None] | None = None,
+    same: bool = True,
 ) -> Report:
     """Grade every submission of ``folder`` (its bundles, else its notebooks: ``notebook_grading``)
-    with ``workers`` processes (default: the cores)."""
+    with ``workers`` processes (default: the cores). ``same``: lesson files of bundles identical
+    to ones graded before in the same pool process get that grade again (``grade_bundle``);
+    False grades every bundle in full."""
     from course.instructor import notebook_grading
 
     started = time.monotonic()
     workers = max(1, workers or os.cpu_count() or 1)
     modules = [lesson.module for lesson in lessons]
     jobs: dict[str, tuple[Callable[..., dict], object]] = {
-        str(path): (grade_bundle, str(path)) for path in bundles_in(folder)
+        str(path): (partial(grade_bundle, same=same), str(path)) for path in bundles_in(folder)
     }
     if not jobs:
         jobs = {
             found.key: (notebook_grading.grade_submission, found)
             for found in notebook_grading.submissions_in(folder)
         }
+    # Counting the points grades each skeleton here first: the pool's processes, forked from
+    # this one, start with pytest, hypothesis, numpy and the grading tests already loaded.
+    points = max_points(lessons)
     rows = _grade_all(jobs, modules, workers, on_row)
     ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
-    return Report(ordered, max_points(lessons), workers, time.monotonic() - started)
+    return Report(ordered, points, workers, time.monotonic() - started)
 
 
 def _grade_all(
@@ -164,7 +228,8 @@ def _grade_all(
     attempts = dict.fromkeys(jobs, 0)
     pending = list(jobs)
     while pending:
-        with ProcessPoolExecutor(max_workers=min(workers, len(pending))) as pool:
+        forked = multiprocessing.get_context("fork")  # warm copies of this process (see above)
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=forked) as pool:
             futures = {pool.submit(jobs[key][0], jobs[key][1], modules): key for key in pending}
             pending = []
             while futures:
