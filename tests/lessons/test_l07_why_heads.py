@@ -76,6 +76,10 @@ COPIES_POSITION = Mistake("values-copy-position", "the values copy the position 
 COPIES_WHOLE = Mistake("values-copy-whole-code", "the values copy the whole [token | position] code")
 HALVES_SWAPPED = Mistake("halves-swapped", "the halves are swapped")
 SAME_OFFSET = Mistake("same-offset", "both heads look at the same offset")
+FUTURE_KEYS = Mistake(
+    "keys-point-into-the-future",
+    "a head's keys point into the future: the key its query matches is hidden by the causal mask",
+)
 TOO_SOFT = Mistake("attention-too-soft", "the attention is too soft: the scores are not far enough apart")
 NO_SQRT_K = Mistake(
     "query-without-sqrt-k",
@@ -328,9 +332,25 @@ def _scaled_score(peaks):
     return math.log(n_others * last / (1 - last))
 
 
-def explain(out, weights, tokens, v, ln):
+def future_heads(params, x, k):
+    """Heads some of whose graded queries score a later key (one the causal mask hides) above
+    every key they may see: their keys are shifted the wrong way. Scores without the mask."""
+    found = []
+    for h in (0, 1):
+        cols = slice(h * k, (h + 1) * k)
+        q = x @ params["w_q"][:, cols] + np.asarray(params.get("b_q", np.zeros(2 * k)))[cols]
+        keys = x @ params["w_k"][:, cols] + np.asarray(params.get("b_k", np.zeros(2 * k)))[cols]
+        scores = q @ np.swapaxes(keys, -1, -2) / math.sqrt(k)  # (B, T, T), queries by keys
+        for t in range(FIRST_GRADED, x.shape[1] - 1):
+            if (scores[:, t, t + 1 :].max(axis=-1) > scores[:, t, : t + 1].max(axis=-1) + 1).any():
+                found.append(h)
+                break
+    return found
+
+
+def explain(out, weights, tokens, v, ln, params=None):
     """(sentences that say what is wrong, the mistake or None), from what each half of
-    the output holds and from how sharp each head's attention is."""
+    the output holds, from where each head's best key lies and from how sharp its attention is."""
     k = v + ln
     graded = out[:, FIRST_GRADED:]
     candidates = half_candidates(tokens, v, ln)
@@ -400,6 +420,17 @@ def explain(out, weights, tokens, v, ln):
             f"lack their sqrt(K) factor. Every other key then keeps exp(-{50 / math.sqrt(k):.1f}) = "
             f"{math.exp(-50 / math.sqrt(k)):.1g} of the weight, where SCORE = 50 leaves about 2e-22."
         )
+    elif soft and params is not None and future_heads(params, inputs(tokens, v, ln), k):
+        mistakes.insert(0, FUTURE_KEYS)
+        late = future_heads(params, inputs(tokens, v, ln), k)
+        heads = " and ".join(f"head {h + 1}" for h in late)
+        lines.append(
+            f"The keys of {heads} point into the future: a query scores highest with a LATER "
+            "position's key, which the causal mask hides, so its weight spreads over the keys it "
+            "may see (the attention looks too soft, but the scale is not the problem). Position s "
+            "must answer the query of position s + offset (row V + s of W_K marks column s + "
+            "offset of the head), so that query t finds the key t - offset, before it."
+        )
     elif soft:
         mistakes.append(TOO_SOFT)
         b, h, i = np.unravel_index(int(np.argmin(peaks)), peaks.shape)
@@ -442,7 +473,7 @@ def check_two_heads(lesson, tokens, v, ln, expected=None):
         f"features is right at {right[0].mean():.0%} of the graded positions t >= 2, of "
         f"the second half's at {right[1].mean():.0%}."
     ]
-    explained, mistake = explain(out, weights, tokens, v, ln)
+    explained, mistake = explain(out, weights, tokens, v, ln, params)
     lines += explained
     b, i, f = np.unravel_index(int(np.argmax(error)), error.shape)
     t, half = i + FIRST_GRADED, int(f >= k)
