@@ -24,7 +24,7 @@ from pathlib import Path
 
 from course import bench_torch, resources
 from course.bench_advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
-from course.catalog import Lesson, load_catalog
+from course.catalog import Catalog, Lesson
 from course.engine.results import PASSED
 from course.progress import Session
 
@@ -78,9 +78,9 @@ PLANS = (
 FULL_FUNCTION = "scaled_dot_product_attention"  # the full-matrix attention lesson 13 is measured against
 
 
-def _lesson_with(function: str) -> Lesson:
+def _lesson_with(catalog: Catalog, function: str) -> Lesson:
     """The lesson whose exercise ``function`` is: lessons are found by their catalog, never named."""
-    lesson = next((lesson for lesson in load_catalog().lessons if lesson.exercise(function)), None)
+    lesson = next((lesson for lesson in catalog.lessons if lesson.exercise(function)), None)
     if lesson is None:
         raise BenchProblem(f"No lesson of the catalog has the exercise {function}.")
     return lesson
@@ -108,7 +108,7 @@ def plan_for(session: Session, lesson: Lesson) -> Plan:
     """The lesson's plan, or BenchProblem when it has none or has not passed."""
     plan = next((plan for plan in PLANS if lesson.exercise(plan.function)), None)
     if plan is None:
-        *first, last = (str(_lesson_with(each.function).number) for each in PLANS)
+        *first, last = (str(_lesson_with(session.catalog, each.function).number) for each in PLANS)
         numbers = f"{', '.join(first)} and {last}"
         raise BenchProblem(f"Lesson {lesson.id} has no bench: `course bench` times lessons {numbers}.")
     if session.state.status(lesson.module) != PASSED:
@@ -212,16 +212,17 @@ class _Worker:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
 
-    def row(self, lesson: Lesson, plan: Plan, dims: dict[str, int], probe: bool, kind: str) -> Row:
+    def row(
+        self, lesson: Lesson, plan: Plan, dims: dict[str, int], probe: bool, kind: str, module: str
+    ) -> Row:
+        """Time ``kind`` at ``dims``: the function of the lesson file ``module``."""
         from course.engine import client
 
         name = FULL_FUNCTION if kind == "full" else plan.function
         # Each size gets the call limit; the limit of a whole check does not apply to a bench.
         self.module.deadline = time.monotonic() + self.module.limits.run_seconds
         try:
-            reply = self.module.run(
-                kind, dims, _lesson_with(name).module, budget=BUDGET, memory=plan.kind == "online"
-            )
+            reply = self.module.run(kind, dims, module, budget=BUDGET, memory=plan.kind == "online")
         except client.LearnerTimeout:
             limit = self.module.limits.call_seconds
             raise BenchProblem(
@@ -262,6 +263,8 @@ def run_bench(session: Session, lesson: Lesson, sizes_text: str | None = None) -
     Each size is timed for every implementation in turn, so that a machine busy with
     something else slows them alike."""
     plan = plan_for(session, lesson)
+    module = _lesson_with(session.catalog, plan.function).module
+    full_module = _lesson_with(session.catalog, FULL_FUNCTION).module if plan.kind == "online" else ""
     cases = _cases(plan, parse_sizes(sizes_text, plan))
     torch = bench_torch.torch_module()
     rate = matmul_gflops()
@@ -272,10 +275,10 @@ def run_bench(session: Session, lesson: Lesson, sizes_text: str | None = None) -
         workers.append(_Worker(resources.data_dir("solutions"), REFERENCE))
         yours, reference = workers
         for dims, probe in cases:
-            rows.append(yours.row(lesson, plan, dims, probe, plan.kind))
-            rows.append(reference.row(lesson, plan, dims, probe, plan.kind))
+            rows.append(yours.row(lesson, plan, dims, probe, plan.kind, module))
+            rows.append(reference.row(lesson, plan, dims, probe, plan.kind, module))
             if plan.kind == "online":
-                full = reference.row(lesson, plan, dims, probe, "full")
+                full = reference.row(lesson, plan, dims, probe, "full", full_module)
                 rows.append(dataclasses.replace(full, impl=FULL))
             if torch is not None and not probe:
                 seconds = bench_torch.time_torch(torch, plan.kind, dims, BUDGET)

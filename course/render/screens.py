@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from course.catalog import Catalog, Lesson
-from course.engine.results import HAND_CHECKED, CheckResult, LessonResult
+from course.engine.results import HAND_CHECKED, NOT_STARTED, CheckResult, LessonResult
 from course.progress import HintReveal, NextStep, Session
 
 STYLE = {
@@ -110,10 +110,12 @@ def result_screen(
     problems = [] if result.message else result.problems()
     for exercise, check in problems if verbose else problems[:1]:
         parts.append(_problem_panel(exercise.name, check))
-    if len(problems) > 1 and not verbose:
+    # Checks of functions still raising NotImplementedError are not news: count only the others.
+    hidden = [check for _, check in problems[1:] if check.status != NOT_STARTED]
+    if hidden and not verbose:
         parts.append(
             Text(
-                f"{len(problems) - 1} more check{'s' if len(problems) > 2 else ''} not passed: "
+                f"{len(hidden)} more check{'s' if len(hidden) > 1 else ''} not passed: "
                 f"`course check {lesson.number} --verbose` shows them all.",
                 style="dim",
             )

@@ -412,17 +412,18 @@ def explain(out, weights, tokens, v, ln, params=None):
         )
     peaks = weights[:, :, FIRST_GRADED:].max(axis=-1)  # (B, H, T-2): each query's largest weight
     soft = [h for h in range(peaks.shape[1]) if peaks[:, h].min() < 1 - 1e-12]
-    if soft and _scaled_score(peaks) is not None and abs(_scaled_score(peaks) - 50 / math.sqrt(k)) < 0.5:
+    scaled = _scaled_score(peaks) if soft else None
+    late = future_heads(params, inputs(tokens, v, ln), k) if soft and params is not None else []
+    if scaled is not None and abs(scaled - 50 / math.sqrt(k)) < 0.5:
         mistakes.insert(0, NO_SQRT_K)
         lines.append(
-            f"The right key scores about {_scaled_score(peaks):.1f} after the 1/sqrt(K) scaling, which "
+            f"The right key scores about {scaled:.1f} after the 1/sqrt(K) scaling, which "
             f"is SCORE / sqrt(K) = 50 / sqrt({k}) = {50 / math.sqrt(k):.1f}, not SCORE = 50: the queries "
             f"lack their sqrt(K) factor. Every other key then keeps exp(-{50 / math.sqrt(k):.1f}) = "
             f"{math.exp(-50 / math.sqrt(k)):.1g} of the weight, where SCORE = 50 leaves about 2e-22."
         )
-    elif soft and params is not None and future_heads(params, inputs(tokens, v, ln), k):
+    elif late:
         mistakes.insert(0, FUTURE_KEYS)
-        late = future_heads(params, inputs(tokens, v, ln), k)
         heads = " and ".join(f"head {h + 1}" for h in late)
         lines.append(
             f"The keys of {heads} point into the future: a query scores highest with a LATER "
