@@ -22,6 +22,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -51,6 +52,7 @@ def rng(seed=0):
 
 
 # ---------------------------------------------------------------- oracle (slow and obvious)
+@remembered
 def mha_loop(x_q, x_kv, params, n_heads, mask=None):
     """Oracle: for each batch element and head, that head's own projections; for each query,
     a softmax over the keys it may attend and a weighted sum of values; then Concat and W_O."""

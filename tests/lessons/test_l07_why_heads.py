@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
+from course.engine.memo import remembered
 from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise, hand_checked
 
 TOL = 1e-9  # largest error allowed at a graded position: SCORE = 50 gives about 1e-21
@@ -226,6 +227,7 @@ def targets(tokens, v, ln):
     return y
 
 
+@remembered
 def multi_head_loop(x, params, n_heads):
     """Oracle: causal self-attention, sequence by sequence, head by head, query by query.
 

@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
+from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -79,6 +80,7 @@ def repeat_loop(x, n_rep):
     return out
 
 
+@remembered
 def gqa_loop(x_q, x_kv, params, n_heads, n_kv_heads, mask=None):
     """Oracle: for each batch element b, query head h and query t, attend with kv head h // (H // G)."""
     n_b, n_t, n_d = x_q.shape

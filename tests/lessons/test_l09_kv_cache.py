@@ -20,6 +20,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from course.engine.memo import remembered
 from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise, hand_checked
 
 B, H, G, K = 2, 4, 2, 3
@@ -99,6 +100,7 @@ def qkv_loop(x, params, n_heads, n_kv_heads):
     return q, k, v
 
 
+@remembered
 def causal_gqa_loop(x, params, n_heads, n_kv_heads):
     """Full causal grouped-query attention over the whole sequence x (B, T, D): query i sees
     positions j <= i. Returns (out (B, T, D), keys (B, G, T, K), values (B, G, T, K))."""
@@ -107,6 +109,7 @@ def causal_gqa_loop(x, params, n_heads, n_kv_heads):
     return project_loop(heads, params["w_o"], params.get("b_o")), k, v
 
 
+@remembered
 def step_loop(x_new, cache_k, cache_v, params, n_heads, n_kv_heads, allowed=None, scale=None, kv_head=None):
     """One decoding step: (out (B, T_new, D), keys and values (B, G, S + T_new, K)).
 

@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
+from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -136,6 +137,7 @@ def classify_loop(
     return roles
 
 
+@remembered
 def forward_loop(model, tokens, n_heads, positions=True, residual=True, causal=True, fresh=False):
     """A tiny_model-style transformer, one sequence, layer, head, query and key at a time.
     Returns the weights (n_layers, B, H, T, T). The keyword arguments change one rule only to
@@ -1023,6 +1025,7 @@ class TestTinyModelWeights:
 
 
 # ---------------------------------------------------------------- model_head_roles
+@remembered
 def roles_loop(model, tokens, n_heads, last=None):
     weights = forward_loop(model, tokens, n_heads)
     if last is not None:

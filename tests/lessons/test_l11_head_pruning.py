@@ -25,6 +25,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -48,6 +49,7 @@ def rng(seed=0):
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
+@remembered
 def attention_loop(x_q, x_kv, params, n_heads, allowed=None, head_factor=None, score_factor=None, bias=True):
     """Multi-head attention head by head (a softmax over each query's allowed keys), in float64.
 
@@ -89,6 +91,7 @@ def causal(n_t):
     return np.array([[j <= i for j in range(n_t)] for i in range(n_t)])
 
 
+@remembered
 def forward_loop(model, tokens, head_masks=None, n_heads=H, residual=True, use_causal=True, positions=True):
     """The tiny model's forward pass, built on attention_loop: (logits (B, T, V), [weights]).
     residual, use_causal and positions switch a part off, only to name a WRONG answer."""

@@ -32,6 +32,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course.engine.client import LearnerError
+from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -154,6 +155,7 @@ def rng_picks(n_heads, n_kv_heads, seed):
     return np.random.default_rng(seed).integers(0, n_heads // n_kv_heads, size=n_kv_heads)
 
 
+@remembered
 def attention_layer_loop(x, params, n_heads, n_kv_heads, kv_head=None, causal=True):
     """Self-attention of one layer, one sequence, head and position at a time: (B, T, D).
     Query head h reads key/value head kv_head(h), by default h // (H // G)."""
@@ -189,6 +191,7 @@ def attention_layer_loop(x, params, n_heads, n_kv_heads, kv_head=None, causal=Tr
     return out
 
 
+@remembered
 def forward_loop(model, tokens, n_heads, n_kv_heads, residual=True, positions=True, **how):
     """The model's logits (B, T, V): embed, each layer adds its attention, unembed."""
     n_b, n_t = tokens.shape
@@ -933,6 +936,7 @@ class TestForward:
 
 
 # ---------------------------------------------------------------- conversion_table
+@remembered
 def table_loop(model, tokens, targets, n_heads, counts, methods, seed=0):
     reference = forward_loop(model, tokens, n_heads, n_heads)
     n_layers, k = len(model["layers"]), model["layers"][0]["w_q"].shape[1] // n_heads
