@@ -94,6 +94,7 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     from hypothesis import configuration
 
     from course.engine import plugin as plugin_module  # holds the `lesson` fixture
+    from course.engine.replay import Replayer
 
     # pytest (importlib mode) reuses a loaded module of the same name: a test file of the same
     # name elsewhere (the pristine copy, a maintainer's copy) must not be served from the cache.
@@ -115,7 +116,9 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
         os.chdir(own)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
-            code = pytest.main(_pytest_args(test_file), plugins=[plugin, plugin_module])
+            code = pytest.main(
+                _pytest_args(test_file), plugins=[plugin, plugin_module, Replayer(plugin.learner)]
+            )
         if code == pytest.ExitCode.INTERRUPTED:
             # pytest turns a ^C into an exit code; the caller (course watch, a check) must stop.
             # Learner code runs in the worker, so only a signal to this process gets here.

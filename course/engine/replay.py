@@ -1,0 +1,102 @@
+"""Property checks replayed: the examples hypothesis generates, called again without hypothesis.
+
+Every property check runs with the grading profile's fixed seed (see ``testing`` and the plugin),
+so it gets the same examples on every check of every learner, as long as it passes: hypothesis
+decides what to generate next only from its own random draws and the statuses of earlier calls,
+and a passing check's calls all pass. Its engine costs about a millisecond per example on top of
+the check itself, most of a fast lesson's grade. So the first time a property check passes in a
+grading process, ``Replayer`` records the arguments hypothesis drew for each call (deep copies,
+taken before the call); later grades in that process, and every process forked from it (the warm
+grader warms up on the solutions, then forks a child per check), call the test body with those
+arguments directly.
+
+A replay that passes every recorded example is the pass hypothesis would have given. When an
+example fails, the replay is thrown away and hypothesis runs the check itself, from its first
+example, exactly as without a recording: its failure, its "Falsifying example" note and its
+status are the grade (a call that timed out during the replay is not held against that run).
+Only the grading process holds recordings; nothing is read from or written to disk.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+RECORDED: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (test file, node id) -> examples
+COUNTS = {"recorded": 0, "replayed": 0, "handed_back": 0}  # property checks, in this process
+
+
+class Replayer:
+    """A pytest plugin, registered beside the grading plugin by the runner."""
+
+    def __init__(self, learner: Any) -> None:
+        self.learner = learner
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        handle = getattr(pyfuncitem.obj, "hypothesis", None)
+        if handle is None or not getattr(pyfuncitem.obj, "is_hypothesis_test", False):
+            return None
+        fixtures = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        key = (str(pyfuncitem.path), pyfuncitem.nodeid)
+        examples = RECORDED.get(key)
+        if examples is not None:
+            if self._replay(pyfuncitem, handle.inner_test, fixtures, examples):
+                COUNTS["replayed"] += 1
+                return True
+            COUNTS["handed_back"] += 1
+            return None  # hypothesis runs it from the start and reports the failure itself
+        self._record(pyfuncitem, handle, fixtures, key)
+        return True
+
+    def _replay(self, item: pytest.Function, inner: Any, fixtures: dict, examples: list[dict]) -> bool:
+        bound = getattr(item.obj, "__self__", None)
+        leading = (bound,) if bound is not None else ()
+        timed_out = getattr(self.learner, "timed_out", None)
+        before = set(timed_out) if isinstance(timed_out, set) else None
+        try:
+            for example in examples:
+                inner(*leading, **fixtures, **copy.deepcopy(example))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # noqa: BLE001 - any failure: hypothesis decides instead
+            if before is not None and isinstance(timed_out, set):
+                timed_out.intersection_update(before)
+            return False
+        return True
+
+    @staticmethod
+    def _record(item: pytest.Function, handle: Any, fixtures: dict, key: tuple[str, str]) -> None:
+        """Run the check through hypothesis (as pytest would), noting what each call was given;
+        keep the notes only if it passed."""
+        seen: list[dict[str, Any]] = []
+        original = handle.inner_test
+        recordable = [True]
+
+        bound = getattr(item.obj, "__self__", None)
+
+        def recorder(*args: Any, **kwargs: Any) -> Any:
+            # hypothesis passes everything by name, the test's instance too ("self")
+            drawn = {
+                name: value
+                for name, value in kwargs.items()
+                if name not in fixtures and not (bound is not None and value is bound)
+            }
+            try:
+                seen.append(copy.deepcopy(drawn))
+            except Exception:  # noqa: BLE001 - an argument that cannot be copied: no recording
+                recordable[0] = False
+            if len(args) > (1 if bound is not None and args[:1] == (bound,) else 0):
+                recordable[0] = False  # drawn positionally: not replayable by name
+            return original(*args, **kwargs)
+
+        handle.inner_test = recorder
+        try:
+            item.obj(**fixtures)
+        finally:
+            handle.inner_test = original
+        if recordable[0] and key not in RECORDED:
+            RECORDED[key] = seen
+            COUNTS["recorded"] += 1

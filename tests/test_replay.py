@@ -1,0 +1,88 @@
+"""Property checks replayed (course/engine/replay.py): the same grade as hypothesis, for less.
+
+A passing property check records the examples hypothesis drew; later grades in the process call
+the test body with them directly. These tests hold that a replayed grade is the grade hypothesis
+gives: for the solution, for every classic mistake of lessons 2 and 3 (their property checks
+fail on some examples and pass on others) and for code that times out on one example only.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from course.engine import replay
+from tests.helpers import SOLUTIONS, classic_mistakes, grade_folder, mistaken_source, solutions_with
+
+LESSONS = ("l02_softmax", "l03_attention")
+CASES = [(module, mistake) for module, mistake in classic_mistakes() if module in LESSONS]
+
+
+def solution(module: str) -> str:
+    return (SOLUTIONS / f"{module}.py").read_text()
+
+
+def comparable(result: dict) -> dict:
+    """A result without what differs from run to run (durations, the learner's printed output)."""
+    result = dict(result)
+    for key in ("duration", "output"):
+        result.pop(key, None)
+    return result
+
+
+def graded_both_ways(folder, module: str) -> tuple[dict, dict]:
+    """(with the recordings this process holds, with none: hypothesis runs every property check)."""
+    replayed = grade_folder(folder, module)
+    saved = dict(replay.RECORDED)
+    replay.RECORDED.clear()
+    try:
+        by_hypothesis = grade_folder(folder, module)
+    finally:
+        replay.RECORDED.clear()
+        replay.RECORDED.update(saved)
+    return comparable(replayed), comparable(by_hypothesis)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def recordings(tmp_path_factory):
+    """Each lesson's solution graded once, so that its property checks are recorded."""
+    for module in LESSONS:
+        folder = solutions_with(tmp_path_factory.mktemp(module), module, solution(module))
+        assert grade_folder(folder, module)["status"] == "passed"
+
+
+@pytest.mark.parametrize("module", LESSONS)
+def test_a_passing_lesson_replays_every_property_check_and_gets_the_same_grade(module, tmp_path):
+    folder = solutions_with(tmp_path, module, solution(module))
+    before = dict(replay.COUNTS)
+    replayed, by_hypothesis = graded_both_ways(folder, module)
+    properties = sum(
+        1 for exercise in replayed["exercises"] for check in exercise["checks"] if check["kind"] == "property"
+    )
+    assert properties >= 4
+    assert replay.COUNTS["replayed"] - before["replayed"] == properties
+    assert replayed == by_hypothesis
+
+
+@pytest.mark.parametrize("module, mistake", CASES, ids=[f"{m}/{x['name']}" for m, x in CASES])
+def test_a_classic_mistake_gets_the_same_grade_replayed_as_from_hypothesis(module, mistake, tmp_path):
+    folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
+    replayed, by_hypothesis = graded_both_ways(folder, module)
+    assert replayed["status"] != "passed"
+    assert replayed == by_hypothesis
+
+
+def test_code_that_hangs_on_one_generated_example_gets_the_same_grade_replayed(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_LIMITS", "call=1")
+    source = solution("l02_softmax").replace(
+        "def softmax(x, axis=-1):\n",
+        # (3, 1, 4): drawn by one property check only, never by a hand-written one
+        "def softmax(x, axis=-1):\n    while x.shape == (3, 1, 4):\n        pass\n",
+        1,
+    )
+    assert "while x.shape" in source
+    folder = solutions_with(tmp_path, "l02_softmax", source)
+    before = dict(replay.COUNTS)
+    replayed, by_hypothesis = graded_both_ways(folder, "l02_softmax")
+    assert replay.COUNTS["handed_back"] > before["handed_back"]
+    assert replayed["status"] == by_hypothesis["status"] != "passed"
+    assert replayed == by_hypothesis
