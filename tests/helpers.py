@@ -25,11 +25,12 @@ def grade_folder(folder: Path, lesson: str) -> dict:
     against the trusted grading tests, the learner's code in a worker process. The result is
     what ``python -m course.engine`` prints (``grade_folder_cold``; one test compares them).
 
-    Nothing of the nested run stays behind in this process: the grading test module is
-    forgotten (pytest's importlib mode would reuse it for the next grade), the outer pytest's
-    assertion rewriter is out of the way (a cold check runs with ``--assert=plain``, so the
-    bare asserts of grading tests must raise plain messages here too), and hypothesis gets its
-    previous profile back (the grading plugin loads the "grading" profile globally)."""
+    The grading test module stays loaded for the next grade, as in the warm grader (pytest's
+    importlib mode reuses it, with its remembered oracles, see course/engine/memo.py); it is
+    imported without the outer pytest's assertion rewriter (a cold check runs with
+    ``--assert=plain``, so the bare asserts of grading tests must raise plain messages here
+    too), and hypothesis gets its previous profile back (the grading plugin loads the
+    "grading" profile globally)."""
     from hypothesis import settings
 
     from course.catalog import load_catalog
@@ -40,11 +41,12 @@ def grade_folder(folder: Path, lesson: str) -> dict:
     profile = settings.get_current_profile_name()
     rewriters = [hook for hook in sys.meta_path if isinstance(hook, AssertionRewritingHook)]
     sys.meta_path[:] = [hook for hook in sys.meta_path if hook not in rewriters]
-    sys.modules.pop(stem, None)
+    loaded = sys.modules.get(stem)
+    if loaded is not None and type(getattr(loaded, "__loader__", None)).__name__ == "AssertionRewritingHook":
+        sys.modules.pop(stem, None)  # imported by the outer pytest, rewritten: not the grader's
     try:
         result = grade(entry, folder)
     finally:
-        sys.modules.pop(stem, None)
         sys.meta_path[:0] = rewriters
         settings.load_profile(profile)
     return json.loads(json.dumps(result.to_dict()))

@@ -78,6 +78,12 @@ def _pytest_args(test_file: Path) -> list[str]:
         "no:unraisableexception",  # these two run gc.collect() twice per session
         "-p",
         "no:threadexception",
+        # Grading tests use the `lesson` fixture and markers only: pytest's fixtures for files,
+        # patching, warnings and output capture (a file per test) are not needed, and each
+        # registered plugin costs its share of every grade.
+        *("-p", "no:capture", "-p", "no:legacypath", "-p", "no:tmpdir", "-p", "no:monkeypatch"),
+        *("-p", "no:recwarn", "-p", "no:setuponly", "-p", "no:setupplan", "-p", "no:subtests"),
+        *("-p", "no:reports"),
     ]
 
 
