@@ -8,6 +8,8 @@ fail on some examples and pass on others) and for code that times out on one exa
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from course.engine import replay
@@ -86,3 +88,40 @@ def test_code_that_hangs_on_one_generated_example_gets_the_same_grade_replayed(t
     assert replay.COUNTS["handed_back"] > before["handed_back"]
     assert replayed["status"] == by_hypothesis["status"] != "passed"
     assert replayed == by_hypothesis
+
+
+def drawn_by_the_grading_profile() -> list[int]:
+    """200 integers as a property check of the grading profile draws them (the fixed seed)."""
+    from hypothesis import given, seed, settings
+    from hypothesis import strategies as st
+
+    from course.engine.testing import GRADING_SEED
+
+    values: list[int] = []
+
+    @seed(GRADING_SEED)
+    @settings(settings.get_profile("grading"), max_examples=200)
+    @given(st.integers(0, 2**32 - 1))
+    def draw(value):
+        values.append(value)
+
+    draw()
+    return values
+
+
+def test_the_examples_drawn_do_not_depend_on_the_modules_loaded_in_the_grading_process(tmp_path, monkeypatch):
+    """Hypothesis would mix constants read from the source of loaded "local" modules into its
+    draws (so a clone and a wheel, or a cold and a warm grader, could grade other examples)."""
+    import course.engine.testing  # noqa: F401 - what every grade imports first
+
+    before = drawn_by_the_grading_profile()
+    planted = tmp_path / "planted" / "course_planted_constants.py"
+    planted.parent.mkdir()
+    numbers = ", ".join(str(n) for n in range(1_000_003, 4_000_000_000, 7_654_321))
+    planted.write_text(f"NUMBERS = [{numbers}]\n")
+    monkeypatch.syspath_prepend(str(planted.parent))
+    monkeypatch.delitem(sys.modules, "course_planted_constants", raising=False)
+    __import__("course_planted_constants")
+    after = drawn_by_the_grading_profile()
+    assert len(set(before)) > 100
+    assert after == before

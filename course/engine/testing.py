@@ -49,6 +49,30 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
 except ImportError:  # pragma: no cover
     settings = None  # type: ignore[assignment, misc]
 
+
+def _examples_from_the_seed_alone() -> None:
+    """Hypothesis mixes into what it draws (one draw in twenty) constants read from the source
+    of every "local" module loaded in the process: which modules happen to be loaded, and
+    whether the course runs from a clone (local) or a wheel (site-packages), would change a
+    grade's examples, and reading them costs about 100 ms of the first check. The grading
+    examples come from the profile and the seed alone: that pool is kept empty (hypothesis has
+    no setting for it; without the internals named here nothing changes)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # pragma: no cover - another hypothesis: it reads no constants, or keeps them
+        return
+    if callable(getattr(providers, "_get_local_constants", None)):
+        empty = Constants()
+        providers._get_local_constants = lambda: empty
+        cache: Any = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+        if cache is not None and hasattr(cache, "clear"):
+            cache.clear()
+
+
+if settings is not None:
+    _examples_from_the_seed_alone()
+
 GRADING_SEED = 20170612  # the day "Attention Is All You Need" appeared
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
