@@ -45,7 +45,7 @@ def test_typer_reads_every_line_the_quick_path_accepts_into_the_same_arguments(a
     defaults = {
         key: parameter.default for key, parameter in inspect.signature(FUNCTIONS[name]).parameters.items()
     }
-    command = get_command(app).commands[name]  # type: ignore[attr-defined]
+    command = get_command(app).commands[name]  # a click Group: its commands by name
     with command.make_context(name, argv[1:]) as context:
         assert context.params == dict(defaults, **arguments)
 
@@ -81,6 +81,11 @@ def test_typer_reads_every_line_the_quick_path_accepts_into_the_same_arguments(a
 )
 def test_anything_else_is_left_to_the_typer_app(argv):
     assert quick.parse(argv) is None
+
+
+def test_a_shell_completion_request_is_left_to_the_typer_app(monkeypatch):
+    monkeypatch.setenv("_COURSE_COMPLETE", "bash_complete")
+    assert quick.parse(["list"]) is None
 
 
 def imported(args: list[str], cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -126,12 +131,28 @@ def test_course_list_imports_neither_typer_nor_syntax_highlighting_nor_the_gradi
     assert heavy(names, "rich.syntax", "course.engine", "course.progress", "course.cli.learner") == set()
 
 
-def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(workspace, tmp_path):
+def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(
+    workspace, tmp_path, monkeypatch
+):
+    """The cache entry is written here, as a check would have left it (grading to fill it could
+    time out on a busy machine, and a timeout is never kept): the command finds it and grades
+    nothing, so it never needs the engine's heavy half."""
+    from course import result_cache
+    from course.engine import server
+    from course.engine.results import CheckResult, ExerciseResult, LessonResult
+
     cache = {"COURSE_CACHE": "on", "COURSE_SERVER": "off", "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    first, _ = imported(["check", "1", "--json"], workspace, **cache)  # graded here: fills the cache
-    assert first.returncode == 1 and '"not-started"' in first.stdout
+    for name, value in cache.items():
+        monkeypatch.setenv(name, value)
+    folder, module = workspace.resolve(), "l01_projections"
+    kept = LessonResult(
+        module,
+        "not-started",
+        [ExerciseResult("linear", "not-started", [CheckResult("test_linear_kept", "not-started")])],
+    )
+    result_cache.store(folder, module, result_cache.key(folder, module, server.fingerprint()), kept)
     as_json, names = imported(["check", "1", "--json"], workspace, **cache)
-    assert as_json.stdout == first.stdout  # the same result, from the cache
+    assert as_json.returncode == 1 and "test_linear_kept" in as_json.stdout  # the kept result
     assert heavy(names, "typer", "click", "numpy", "pytest", "rich") == set()
     screen, names = imported(["check", "1"], workspace, **cache)
     assert screen.returncode == 1 and "not-started" in screen.stdout

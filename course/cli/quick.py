@@ -5,14 +5,16 @@ module took about as long as the rest of `course list` together. ``run`` recogni
 arguments these commands declare (``course.cli.learner``) in the spellings typer accepts for
 them, calls the same functions the typer commands call (``course.cli.everyday``), and ends the
 way typer would. Whatever it does not recognise (``--help``, an unknown or repeated option,
-``-wDIR``, ``--``, a value that looks like an option, a second lesson, any other command) it
-leaves to the typer app, which answers with its usual messages. tests/test_cli_quick.py holds
-that typer reads every spelling accepted here into the same arguments.
+``-wDIR``, ``--``, a value that looks like an option, a second lesson, any other command, a
+shell-completion request) it leaves to the typer app, which answers with its usual messages.
+tests/test_cli_quick.py holds that typer reads every spelling accepted here into the same
+arguments.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +43,7 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """``(command, keyword arguments)`` for argv in a form recognised here, else None. An
     option left out is left out (the function's default; the workspace falls back to
     COURSE_WORKSPACE in ``course.workspace.find``, as typer's envvar would give it)."""
-    if not argv or argv[0] not in COMMANDS:
+    if not argv or argv[0] not in COMMANDS or _completing():
         return None
     flags, takes_lesson = COMMANDS[argv[0]]
     given: dict[str, Any] = {}
@@ -65,6 +67,11 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
             return None
         given[key] = value
     return argv[0], given
+
+
+def _completing() -> bool:
+    """A shell-completion request (click's ``_<PROG>_COMPLETE`` variable), which typer answers."""
+    return any(name.startswith("_") and name.endswith("_COMPLETE") for name in os.environ)
 
 
 def run(argv: list[str]) -> bool:
