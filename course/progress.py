@@ -1,106 +1,31 @@
-"""What the commands do, as plain functions over a workspace and its progress state.
+"""What the commands do, as plain functions over a workspace and its progress state: grading
+(with the result cache and the warm grader), moving on, hints, resets, solutions, pictures.
+Opening the workspace and its state is ``course.session`` (re-exported here).
 
 The CLI calls these and renders what they return; nothing here prints or imports rich/typer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course import state as state_file
 from course import workspace as ws
-from course.catalog import Catalog, Lesson, load_catalog
+from course.catalog import Lesson
 from course.engine.results import PASSED, LessonResult
+from course.session import Session, place, record
+
+# Opening a session lives in course.session; these stay reachable as progress.<name>.
+from course.session import init_workspace as init_workspace
+from course.session import open_session as open_session
+from course.session import rebuild_state as rebuild_state
 
 if TYPE_CHECKING:  # both import numpy, which the commands load only when they grade
     from course.engine.maps import AttentionMaps
     from course.engine.shapes import ShapeTrace
-
-
-@dataclass
-class Session:
-    """An opened workspace with its progress, plus what the learner should be told about it."""
-
-    workspace: ws.Workspace
-    catalog: Catalog
-    state: state_file.State
-    notices: list[str] = field(default_factory=list)
-    created: bool = False
-
-    def update(self, change: Callable[[state_file.State], None]) -> None:
-        """Apply ``change`` to the saved state under its lock (another command may have recorded
-        something since this session read it) and keep the result."""
-        self.state = state_file.update(self.workspace.state_path, change, fallback=self.state)
-
-    def current(self) -> Lesson | None:
-        """The first available lesson not passed yet (or needing a re-check); None once every
-        one has passed."""
-        for lesson in self.catalog.available():
-            if self.state.status(lesson.module) != PASSED or self.state.needs_recheck(lesson.module):
-                return lesson
-        return None
-
-
-def open_session(explicit: str | None = None, create: bool = False) -> Session:
-    """Find the workspace (creating ``./workspace`` if ``create``), load or rebuild its state."""
-    catalog = load_catalog()
-    found = ws.find(explicit)
-    notices: list[str] = []
-    created = False
-    if found is None:
-        if not create:
-            raise ws.WorkspaceProblem(
-                "No course workspace here. `course next` creates one in ./workspace, or run "
-                "`course init DIR`; elsewhere, pass --workspace DIR or set COURSE_WORKSPACE."
-            )
-        found, added = ws.init(Path.cwd() / ws.DEFAULT_NAME, catalog)
-        created = True
-        notices.append(
-            f"Created your workspace in {found.display(found.root)}/: your lesson files are there."
-        )
-        fresh = state_file.State(placed=[p.stem for p in added])
-        session = Session(found, catalog, fresh, notices, created)
-        session.update(lambda _: None)  # writes ``fresh`` unless another command was quicker
-        return session
-    try:
-        loaded = state_file.load(found.state_path)
-    except state_file.StateProblem as problem:
-        loaded = rebuild_state(found, catalog)
-        notices.append(
-            f"Your progress could not be read ({problem}); it was rebuilt by "
-            "re-grading your lesson files. Hints revealed before are forgotten."
-        )
-        loaded = state_file.update(found.state_path, lambda _: None, fallback=loaded)
-    # Lessons released since the workspace was made get their file; a file the learner deleted
-    # is not put back silently (the check says it is missing, `course reset` restores it).
-    _, added = ws.init(found.root, catalog, skip=frozenset(loaded.placed))
-    if added:
-        new = [path.stem for path in added]
-        loaded = state_file.update(found.state_path, lambda s: _place(s, new), fallback=loaded)
-    for path in added:
-        notices.append(f"New lesson file: {found.display(path)}")
-    return Session(found, catalog, loaded, notices, created)
-
-
-def init_workspace(directory: Path) -> tuple[ws.Workspace, list[Path]]:
-    """`course init DIR`: a workspace with every lesson file not there yet; the progress state
-    (kept when readable) records which files were placed. Raises WorkspaceProblem."""
-    catalog = load_catalog()
-    created, added = ws.init(directory, catalog)
-    new = [path.stem for path in added]
-
-    def place(state: state_file.State) -> None:
-        state.placed = sorted(set(state.placed) | set(new))
-
-    state_file.update(created.state_path, place)
-    return created, added
-
-
-def _place(state: state_file.State, modules: list[str]) -> None:
-    state.placed += [module for module in modules if module not in state.placed]
 
 
 def debug_check(session: Session, lesson: Lesson) -> int:
@@ -109,26 +34,6 @@ def debug_check(session: Session, lesson: Lesson) -> int:
     from course.engine import debug
 
     return debug.run(lesson, session.workspace.root)
-
-
-def rebuild_state(workspace: ws.Workspace, catalog: Catalog) -> state_file.State:
-    from course.engine.runner import grade
-
-    rebuilt = state_file.State(welcomed=True, placed=[lesson.module for lesson in catalog.available()])
-    for lesson in catalog.available():
-        if workspace.lesson_file(lesson).exists():
-            record(rebuilt, lesson, grade(lesson, workspace.root))
-    return rebuilt
-
-
-def record(state: state_file.State, lesson: Lesson, result: LessonResult) -> None:
-    progress = state.lesson(lesson.module)
-    progress.status = result.status
-    progress.exercises = {e.name: e.status for e in result.exercises}
-    progress.checked_at = state_file.now()
-    progress.recheck_after = ""
-    if result.passed and not progress.passed_at:
-        progress.passed_at = progress.checked_at
 
 
 def grade(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
@@ -330,7 +235,7 @@ def reset(session: Session, lesson: Lesson) -> ResetDone:
     marked: list[str] = []
 
     def restart(state: state_file.State) -> None:
-        _place(state, [lesson.module])
+        place(state, [lesson.module])
         progress = state.lesson(lesson.module)
         progress.status, progress.exercises, progress.recheck_after = "not-started", {}, ""
         marked.clear()

@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -136,6 +135,8 @@ def _read_plain_file(path: Path) -> bytes:
 
 def save(state: State, path: Path) -> None:
     """Write atomically: a crash mid-write leaves the old file, never half a file."""
+    import tempfile  # only commands that record something pay for it (`course list` does not)
+
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
     handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=path.parent)

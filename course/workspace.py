@@ -8,7 +8,6 @@ overwriting a file the learner already has.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -91,7 +90,7 @@ def init(folder: Path, catalog: Catalog, skip: frozenset[str] = frozenset()) -> 
     for lesson in catalog.available():
         target = workspace.lesson_file(lesson)
         if not target.exists() and lesson.module not in skip:
-            shutil.copyfile(lesson.skeleton, target)
+            _copy(lesson.skeleton, target)
             added.append(target)
     return workspace, added
 
@@ -105,6 +104,8 @@ def backup(workspace: Workspace, lesson: Lesson) -> Path | None:
     source = workspace.lesson_file(lesson)
     if not source.exists():
         return None
+    import shutil
+
     workspace.backups.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     target = workspace.backups / f"{lesson.module}-{stamp}.py"
@@ -113,4 +114,12 @@ def backup(workspace: Workspace, lesson: Lesson) -> Path | None:
 
 
 def restore_skeleton(workspace: Workspace, lesson: Lesson) -> None:
-    shutil.copyfile(lesson.skeleton, workspace.lesson_file(lesson))
+    _copy(lesson.skeleton, workspace.lesson_file(lesson))
+
+
+def _copy(source: Path, target: Path) -> None:
+    """``shutil.copyfile``, imported only when a file is copied: every command opens the
+    workspace through ``init``, most copy nothing, and shutil pulls in lzma and bz2."""
+    import shutil
+
+    shutil.copyfile(source, target)

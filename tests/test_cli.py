@@ -156,7 +156,7 @@ def test_show_lists_goals_file_and_exercises(workspace):
 
 def with_a_future_lesson(monkeypatch) -> str:
     """The real catalog plus one more lesson whose files are not written yet; returns its id."""
-    from course import progress
+    from course import session
     from course.catalog import Exercise, Lesson
 
     real = load_catalog()
@@ -169,7 +169,7 @@ def with_a_future_lesson(monkeypatch) -> str:
         exercises=(Exercise("later", "later()", ("a", "b")),),
     )
     catalog = dataclasses.replace(real, lessons=real.lessons + (future,))
-    monkeypatch.setattr(progress, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(session, "load_catalog", lambda: catalog)  # what open_session reads
     return future.id
 
 

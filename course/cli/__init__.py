@@ -1,27 +1,19 @@
-"""The `course` command: one typer app assembled from the command modules.
+"""The `course` command.
 
-``learner`` (init, next, check, list, show, hint, reset, solution), ``reference`` (glossary,
-faq), ``bench``, ``watch``, ``notebooks``,
-``instructor`` (submit, grade, classroom) and ``dev`` (maintainers) each add their commands with
-``register(app)``; ``common`` holds what they share. Commands call ``progress`` and the
-instructor services, and print what ``course.render`` builds.
+``main`` hands the learner's everyday commands (list, next, check, with the options they
+declare) to ``course.cli.quick``, which runs them without importing typer; everything else goes
+to the typer app (``course.cli.commands``, also reachable here as ``course.cli.app``). Commands
+call ``progress`` and the instructor services, and print what ``course.render`` builds.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from course.cli import bench, dev, instructor, learner, notebooks, reference, watch
-from course.cli.common import new_app
-
-app = new_app(
-    "course",
-    "Implement multi-head attention from scratch in numpy, one lesson at a time.\n\n"
-    "Start with `course next`: it creates your workspace and tells you what to do.",
-)
-for _module in (learner, reference, bench, watch, dev, notebooks, instructor):
-    _module.register(app)
+if TYPE_CHECKING:
+    import typer
 
 
 def main() -> None:
@@ -29,4 +21,19 @@ def main() -> None:
     numpy.py in it) never belongs on the grader's import path."""
     here = os.getcwd()
     sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]
-    app()
+    from course.cli import quick
+
+    if not quick.run(sys.argv[1:]):
+        from course.cli.commands import app
+
+        app()
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``course.cli.app``: the typer app, built (typer and every command module imported) on
+    first use."""
+    if name == "app":
+        from course.cli.commands import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from course.cli.common import LessonArgument, WorkspaceOption, fail, lesson_named, open_session, show
+from course.cli.common import fail, lesson_named, open_session, show
+from course.cli.options import LessonArgument, WorkspaceOption
 
 
 def bench(

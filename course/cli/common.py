@@ -1,50 +1,21 @@
-"""What every command module shares: the options, the console, and the few ways a command ends
+"""What every command module shares: the console, and the few ways a command ends
 early (a usage problem, an unknown lesson, no workspace), each one short block, never a traceback.
 
-Exit codes: 0 success (a check passed), 1 a check did not pass, 2 a usage error. Heavy modules
-(rich, the engine, pytest) are imported inside functions so that start-up stays fast.
+Exit codes: 0 success (a check passed), 1 a check did not pass, 2 a usage error. Typer-free
+(its options live in ``course.cli.options``), and heavy modules (rich, the engine, pytest) are
+imported inside functions, so that start-up stays fast: ``course.cli.quick`` runs commands
+without typer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from course.catalog import Catalog, Lesson
-    from course.progress import Session
-
-WorkspaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--workspace",
-        "-w",
-        envvar="COURSE_WORKSPACE",
-        metavar="DIR",
-        help="The workspace folder (default: found from the current folder).",
-    ),
-]
-LessonArgument = Annotated[str, typer.Argument(help="3, 03, l03_attention or attention.")]
-LessonsOption = Annotated[
-    str | None,
-    typer.Option("--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all)."),
-]
-
-
-def new_app(name: str, help: str) -> typer.Typer:
-    """A typer app configured as every `course` app is: plain help, no completion, no rich
-    tracebacks (a learner never sees one of ours)."""
-    return typer.Typer(
-        name=name,
-        help=help,
-        no_args_is_help=True,
-        add_completion=False,
-        rich_markup_mode=None,
-        pretty_exceptions_enable=False,
-    )
+    from course.session import Session
 
 
 def console() -> Console:
@@ -64,19 +35,19 @@ def show(*renderables: Any) -> None:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """End the command with one short block: ``Error: message``."""
-    from course.render import screens
+    from course.render.basics import problem
 
-    console().print(screens.problem(message))
-    raise typer.Exit(code)
+    console().print(problem(message))
+    raise SystemExit(code)  # what typer.Exit(code) ends with, without importing typer
 
 
 def open_session(workspace: str | None, create: bool = False) -> Session:
     """The learner's workspace and progress, or a one-line failure saying how to get one."""
-    from course import progress
+    from course import session
     from course import workspace as ws
 
     try:
-        return progress.open_session(workspace, create=create)
+        return session.open_session(workspace, create=create)
     except ws.WorkspaceProblem as problem:
         fail(str(problem))
 

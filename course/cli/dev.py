@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from course.cli.common import fail, new_app
+from course.cli.common import fail
+from course.cli.options import new_app
 
 dev = new_app("dev", "Commands for the course's maintainers.")
 RootOption = Annotated[

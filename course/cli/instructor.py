@@ -12,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from course.cli.common import LessonsOption, WorkspaceOption, fail, lessons_named, open_session, show
+from course.cli.common import fail, lessons_named, open_session, show
+from course.cli.options import LessonsOption, WorkspaceOption
 
 
 def submit(

@@ -1,27 +1,22 @@
 """The learner's commands: init, next, check, list, show, hint, reset, solution.
 
 Each is a few lines: open the session, call ``progress``, hand what ``render`` builds to the
-console. ``register(app)`` adds them to the `course` app.
+console. next, check and list are done in ``course.cli.everyday`` (typer-free, so that
+``course.cli.quick`` runs them without typer); here they declare their options and help.
+``register(app)`` adds them to the `course` app.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from course.cli.common import (
-    LessonArgument,
-    WorkspaceOption,
-    fail,
-    lesson_named,
-    lesson_or_current,
-    open_session,
-    show,
-)
+from course.cli import everyday
+from course.cli.common import fail, lesson_named, lesson_or_current, open_session, show
+from course.cli.options import LessonArgument, WorkspaceOption
 
 OptionalLesson = Annotated[str | None, typer.Argument(help="Default: the current lesson.")]
 
@@ -54,11 +49,7 @@ FreshOption = Annotated[
 
 def next_(workspace: WorkspaceOption = None, fresh: FreshOption = False) -> None:
     """Check the current lesson; when it passes, move on to the next one."""
-    from course import progress
-    from course.render import screens
-
-    session = open_session(workspace, create=True)
-    show(screens.next_screen(progress.next_step(session, fresh), session))
+    everyday.next_(workspace, fresh)
 
 
 def check(
@@ -81,41 +72,12 @@ def check(
     fresh: FreshOption = False,
 ) -> None:
     """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
-    from course import progress
-
-    session = open_session(workspace)
-    if debug:
-        code = progress.debug_check(session, lesson_or_current(session, lesson))
-        raise typer.Exit(0 if code == 0 else 1)
-    lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
-    results = list(zip(lessons, progress.check_many(session, lessons, fresh), strict=True))
-    passed = all(result.passed for _, result in results)
-    if as_json:
-        from course import __version__
-
-        payloads = [result.to_dict() for _, result in results]
-        payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
-        sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
-    else:
-        from course.render import screens
-
-        show(
-            screens.notices(session),
-            *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
-        )
-        found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
-        if found is not None:
-            from course.render import maps  # imports numpy: only when there is a picture
-
-            show(maps.diagnosis(found))
-    raise typer.Exit(0 if passed else 1)
+    everyday.check(lesson, all_, as_json, verbose, debug, workspace, fresh)
 
 
 def list_(workspace: WorkspaceOption = None) -> None:
     """List every lesson with your progress."""
-    from course.render import screens
-
-    show(screens.lesson_list(open_session(workspace)))
+    everyday.list_(workspace)
 
 
 def show_(

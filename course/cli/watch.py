@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from course.cli.common import WorkspaceOption, console, fail, open_session
+from course.cli.common import console, fail, open_session
+from course.cli.options import WorkspaceOption
 
 
 def watch(

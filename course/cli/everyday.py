@@ -1,0 +1,72 @@
+"""What `course next`, `course check` and `course list` do, typer-free: ``course.cli.quick``
+runs these straight from the command line, and the typer commands of the same names
+(``course.cli.learner``, which declare their options and help) call them too.
+
+Each imports what it uses when it runs: `course list` never loads the grading path, and a
+check loads the rendering of attention maps (numpy) only when there is a picture to draw.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from course.cli.common import lesson_or_current, open_session, show
+
+
+def next_(workspace: str | None = None, fresh: bool = False) -> None:
+    """Check the current lesson; when it passes, move on to the next one."""
+    from course import progress
+    from course.render import screens
+
+    session = open_session(workspace, create=True)
+    show(screens.next_screen(progress.next_step(session, fresh), session))
+
+
+def check(
+    lesson: str | None = None,
+    all_: bool = False,
+    as_json: bool = False,
+    verbose: bool = False,
+    debug: bool = False,
+    workspace: str | None = None,
+    fresh: bool = False,
+) -> None:
+    """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
+    passed, 1 when not."""
+    from course import progress
+
+    session = open_session(workspace)
+    if debug:
+        code = progress.debug_check(session, lesson_or_current(session, lesson))
+        raise SystemExit(0 if code == 0 else 1)
+    lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
+    results = list(zip(lessons, progress.check_many(session, lessons, fresh), strict=True))
+    passed = all(result.passed for _, result in results)
+    if as_json:
+        import json
+
+        from course import __version__
+
+        payloads = [result.to_dict() for _, result in results]
+        payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
+        sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
+    else:
+        from course.render import screens
+
+        show(
+            screens.notices(session),
+            *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
+        )
+        found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
+        if found is not None:
+            from course.render import maps  # imports numpy: only when there is a picture
+
+            show(maps.diagnosis(found))
+    raise SystemExit(0 if passed else 1)
+
+
+def list_(workspace: str | None = None) -> None:
+    """List every lesson with the learner's progress."""
+    from course.render.lessons import lesson_list
+
+    show(lesson_list(open_session(workspace)))
