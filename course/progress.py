@@ -51,7 +51,7 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
 
     folder = Path(folder).resolve()
     caching = result_cache.enabled() and not fresh
-    build = server.fingerprint() if caching else ""
+    build = server.fingerprint(again=False) if caching else ""
     tree = result_cache.tree_digest(folder) if caching else ""
     # Keyed before grading: a file saved meanwhile must not be credited with this grade.
     keys = [result_cache.key(folder, lesson.module, build, tree) if caching else None for lesson in lessons]

@@ -51,8 +51,19 @@ def enabled() -> bool:
     return os.environ.get("COURSE_SERVER", "on").lower() not in ("off", "0", "no", "false")
 
 
-def fingerprint() -> str:
-    """A digest of the interpreter and of every course file the grade depends on."""
+_SEEN: dict[str, float | str] = {}  # the last fingerprint computed here, and when
+_SEEN_FOR = 2.0  # seconds: a check asks twice (its cache key, the socket); a watch, on every save
+
+
+def fingerprint(again: bool = True) -> str:
+    """A digest of the interpreter and of every course file the grade depends on. ``again``
+    False: the one this process computed in the last two seconds, if any (a check reads the
+    build twice within milliseconds; the server, watching for a changed build, always
+    computes it again)."""
+    import time
+
+    if not again and time.monotonic() - float(_SEEN.get("at", -_SEEN_FOR)) < _SEEN_FOR:
+        return str(_SEEN["value"])
     from course import resources
 
     digest = hashlib.sha256(
@@ -63,12 +74,13 @@ def fingerprint() -> str:
             if path.suffix in (".py", ".toml", ".ini", ".npz") and "__pycache__" not in path.parts:
                 stat = path.stat()
                 digest.update(f"{path}:{stat.st_mtime_ns}:{stat.st_size}".encode())
-    return digest.hexdigest()[:20]
+    _SEEN.update(at=time.monotonic(), value=digest.hexdigest()[:20])
+    return str(_SEEN["value"])
 
 
 def socket_path() -> Path | None:
     """This build's socket in our private folder; None when no such folder can be had."""
-    return private_socket.socket_in_private_folder(f"grader-{fingerprint()}.sock")
+    return private_socket.socket_in_private_folder(f"grader-{fingerprint(again=False)}.sock")
 
 
 # -- the calling side: standard library only, so a warm check never imports numpy ------------
