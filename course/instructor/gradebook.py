@@ -56,13 +56,16 @@ def bundles_in(folder: Path) -> list[Path]:
 
 
 def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
-    """Each lesson's number of checks, counted by grading its pristine skeleton (fast: every
-    check stops at the first NotImplementedError)."""
+    """Each lesson's number of checks, counted by grading its reference solution (else its
+    pristine skeleton): this also fills the grading process's remembered oracles and property
+    examples (``course.engine.memo``, ``course.engine.replay``) before the pool forks from it,
+    as the warm grader's warm-up does."""
     from course.engine.runner import grade
 
     counts = {}
     for lesson in lessons:
-        result = grade(lesson, lesson.skeleton.parent)
+        source = lesson.solution if lesson.solution.is_file() else lesson.skeleton
+        result = grade(lesson, source.parent)
         counts[lesson.module] = sum(len(e.checks) for e in result.exercises)
     return counts
 
@@ -209,8 +212,9 @@ def grade_folder(
             found.key: (notebook_grading.grade_submission, found)
             for found in notebook_grading.submissions_in(folder)
         }
-    # Counting the points grades each skeleton here first: the pool's processes, forked from
-    # this one, start with pytest, hypothesis, numpy and the grading tests already loaded.
+    # Counting the points grades each solution here first: the pool's processes, forked from
+    # this one, start with pytest, hypothesis, numpy, the grading tests and what they remember
+    # already loaded.
     points = max_points(lessons)
     rows = _grade_all(jobs, modules, workers, on_row)
     ordered = [rows[key] for key in jobs]
