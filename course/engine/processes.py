@@ -99,7 +99,7 @@ class Worker:
         if forker is None:
             return False
         ends = self._open()
-        sent = forker.order([*ends, self.output], scratch, self.measured)
+        sent = forker.order([*ends, self.output], scratch, self.measured, env)
         for fd in ends[:4]:
             os.close(fd)
         if sent:

@@ -9,13 +9,16 @@ socketpair (``SOCK_SEQPACKET``: one order is one message, so processes forked fr
 which share its end, can order concurrently). It never runs anything of a learner's.
 
 An order carries the worker's six descriptors (``SCM_RIGHTS``: request, response, control and
-status pipes, the inputs file, the output file) and, as JSON, the scratch folder and the
-measured flag. The zygote forks; the child, before anything else, closes the zygote's socket and
-every descriptor it was not given, puts the output on 1 and 2, moves to the scratch folder and a
-new session, writes ``K<its pid>`` on the status pipe and runs ``keeper.main``, as an exec'd
-keeper would. Nothing comes back on the socket: the keeper reports on its status pipe, and the
-grader falls back to exec'ing the keeper if no ``K`` comes (see ``start``). The zygote ends when
-every holder of the grader's end has closed it.
+status pipes, the inputs file, the output file) and, as JSON, the scratch folder, the measured
+flag and the worker's environment (the grader's as of that worker's start: pytest changes
+``PYTEST_CURRENT_TEST`` per test, which must not cost a new zygote; ``/proc/<pid>/environ``
+still shows the zygote's, the grader's when it started the zygote). The zygote forks; the
+child, before anything else, closes the zygote's socket and every descriptor it was not given,
+puts the output on 1 and 2, moves to the scratch folder and a new session, writes ``K<its
+pid>`` on the status pipe and runs ``keeper.main``, as an exec'd keeper would. Nothing comes
+back on the socket: the keeper reports on its status pipe, and the grader execs the keeper
+itself if no ``K`` comes in time (``processes.Worker``). The zygote ends when every holder of
+the grader's end has closed it.
 
 The zygote is not dumpable (its descendants are made dumpable again), so no process of the user
 may read its memory or take its descriptors through /proc; learner code could not anyway
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _FDS = 6  # request, response, control, status, inputs, output
-_ORDER_BYTES = 8192
+_ORDER_BYTES = 1 << 20  # the environment is most of an order
 _PR_SET_DUMPABLE = 4
 _BOOT = (
     f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
@@ -44,7 +47,7 @@ _BOOT = (
 
 # -- the grader's side ---------------------------------------------------------------------------
 class _Zygote:
-    """The grader's end of a running zygote, and the environment it was started with."""
+    """The grader's end of a running zygote."""
 
     def __init__(self, env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -66,12 +69,11 @@ class _Zygote:
             theirs.close()
         ours.settimeout(5.0)  # a zygote that stops reading must not hang the grader
         self.socket = ours
-        self.env = env
         self.owner = os.getpid()  # forked graders share it (see the module's docstring)
 
-    def order(self, fds: Sequence[int], scratch: Path, measured: bool) -> bool:
+    def order(self, fds: Sequence[int], scratch: Path, measured: bool, env: dict[str, str]) -> bool:
         """Send one order; False if the zygote is gone or the socket failed."""
-        payload = json.dumps({"scratch": str(scratch), "measured": measured}).encode()
+        payload = json.dumps({"scratch": str(scratch), "measured": measured, "env": env}).encode()
         try:
             self.socket.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fd_array(fds)))])
         except OSError:
@@ -102,17 +104,14 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def zygote(env: dict[str, str]) -> _Zygote | None:
-    """This process's zygote for workers of environment ``env``: started on first use (again
-    if ``env`` changed), None once zygotes failed too often here or cannot start."""
+    """This process's zygote (started on first use, with environment ``env``), None once
+    zygotes failed too often here or cannot start."""
     global _current, _failures
     with _lock:
-        if _current is not None and _current.env == env:
+        if _current is not None:
             return _current
         if _failures >= _MAX_FAILURES:
             return None
-        if _current is not None:
-            _current.close()
-            _current = None
         try:
             _current = _Zygote(env)
         except OSError:
@@ -185,8 +184,8 @@ def _received(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     return list(fds)
 
 
-def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, bool] | None:
-    """(scratch folder, measured) of a well-formed order, else None."""
+def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, bool, dict[str, str]] | None:
+    """(scratch folder, measured, environment) of a well-formed order, else None."""
     if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) or len(fds) != _FDS or len(set(fds)) != _FDS:
         return None
     try:
@@ -195,7 +194,10 @@ def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, bool] | None:
         return None
     if not isinstance(order, dict) or not isinstance(order.get("scratch"), str):
         return None
-    return order["scratch"], order.get("measured") is True
+    env = order.get("env")
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in (*env, *env.values())):
+        return None
+    return order["scratch"], order.get("measured") is True, env
 
 
 def _close(fds: list[int]) -> None:
@@ -206,7 +208,9 @@ def _close(fds: list[int]) -> None:
             pass
 
 
-def _keeper(sock: socket.socket, fds: list[int], scratch: str, measured: bool, libc: object) -> int:
+def _keeper(
+    sock: socket.socket, fds: list[int], scratch: str, measured: bool, env: dict[str, str], libc: object
+) -> int:
     """In the forked child: become what an exec'd keeper is, then be one (``keeper.main``)."""
     import signal
 
@@ -225,6 +229,8 @@ def _keeper(sock: socket.socket, fds: list[int], scratch: str, measured: bool, l
         os.setsid()
         libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # type: ignore[attr-defined]  # the grader reads /proc/<worker>
         _reseed()
+        os.environ.clear()  # the worker's environment as of its start, not the zygote's
+        os.environ.update(env)
         os.write(status, b"K%d\n" % me)
     except OSError:
         os._exit(70)
