@@ -69,6 +69,16 @@ def learner_folder(tmp_path, monkeypatch):
     return tmp_path
 
 
+def warm_zygote() -> zygote._Zygote:
+    """This process's zygote, started if need be and waited for until it has imported (until
+    then workers are exec'd)."""
+    deadline = time.monotonic() + 30
+    while (found := zygote.zygote(processes.worker_environment())) is None:
+        assert time.monotonic() < deadline, "no zygote came up"
+        time.sleep(0.02)
+    return found
+
+
 def module(folder, seconds=2.0):
     return client.LearnerModule(folder, "l00_nosy", client.Limits(call_seconds=seconds))
 
@@ -78,6 +88,7 @@ def forked(learner: client.LearnerModule) -> bool:
 
 
 def test_learner_code_started_by_the_zygote_holds_no_socket_and_only_its_own_descriptors(learner_folder):
+    warm_zygote()
     learner = module(learner_folder)
     try:
         assert forked(learner), "this process's workers should come from its zygote"
@@ -91,6 +102,7 @@ def test_learner_code_started_by_the_zygote_holds_no_socket_and_only_its_own_des
 
 
 def test_two_workers_from_one_zygote_do_not_see_each_others_descriptors(learner_folder):
+    warm_zygote()
     first, second = module(learner_folder), module(learner_folder)
     try:
         worker = first.workers[0]
@@ -114,6 +126,7 @@ def test_two_workers_from_one_zygote_do_not_see_each_others_descriptors(learner_
 
 
 def test_learner_code_cannot_look_into_or_signal_the_keeper_or_the_zygote(learner_folder):
+    warm_zygote()
     learner = module(learner_folder)
     try:
         keeper, forker = learner.parent_chain()
@@ -135,10 +148,7 @@ def test_learner_code_cannot_look_into_or_signal_the_keeper_or_the_zygote(learne
 
 
 def test_a_killed_zygote_costs_one_exec_started_keeper_and_grading_goes_on(learner_folder):
-    learner = module(learner_folder)
-    learner.close()
-    first = zygote._current
-    assert first is not None
+    first = warm_zygote()
     os.kill(first.process.pid, signal.SIGKILL)
     first.process.wait()
     learner = module(learner_folder)
@@ -147,9 +157,10 @@ def test_a_killed_zygote_costs_one_exec_started_keeper_and_grading_goes_on(learn
         assert not forked(learner)
     finally:
         learner.close()
+    assert warm_zygote() is not first
     learner = module(learner_folder)
     try:
-        assert forked(learner) and zygote._current is not first  # a new zygote
+        assert forked(learner)
         assert learner.double(np.arange(3)).tolist() == [0, 2, 4]
     finally:
         learner.close()
@@ -157,10 +168,7 @@ def test_a_killed_zygote_costs_one_exec_started_keeper_and_grading_goes_on(learn
 
 def test_a_stopped_zygote_is_given_up_in_time_and_its_late_keeper_runs_nothing(learner_folder, monkeypatch):
     monkeypatch.setattr(processes, "_FORK_SECONDS", 0.5)
-    learner = module(learner_folder)
-    learner.close()
-    stopped = zygote._current
-    assert stopped is not None
+    stopped = warm_zygote()
     os.kill(stopped.process.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
@@ -175,6 +183,7 @@ def test_a_stopped_zygote_is_given_up_in_time_and_its_late_keeper_runs_nothing(l
     # Resumed, it forks the order it was given: that keeper finds the grader's ends closed and
     # stops; the zygote itself was forgotten and ends once its socket is closed.
     assert stopped.process.wait(timeout=10) is not None
+    assert warm_zygote() is not stopped
     learner = module(learner_folder)
     try:
         assert forked(learner) and learner.double(np.arange(1)).tolist() == [0]
@@ -183,9 +192,7 @@ def test_a_stopped_zygote_is_given_up_in_time_and_its_late_keeper_runs_nothing(l
 
 
 def test_graders_forked_from_one_process_share_its_zygote_at_the_same_time(learner_folder):
-    module(learner_folder).close()  # the zygote exists before the forks
-    shared = zygote._current
-    assert shared is not None
+    shared = warm_zygote()  # before the forks
     children = []
     for _ in range(3):
         pid = os.fork()
@@ -212,9 +219,7 @@ def test_graders_forked_from_one_process_share_its_zygote_at_the_same_time(learn
 def test_an_order_from_anyone_but_the_grader_is_impossible_and_a_malformed_one_is_ignored(learner_folder):
     """The socket is a socketpair (no name to connect to) held by the grader and its forks only;
     a malformed order (wrong descriptor count, not JSON) forks nothing and the zygote lives on."""
-    module(learner_folder).close()
-    current = zygote._current
-    assert current is not None
+    current = warm_zygote()
     assert stat.S_ISSOCK(os.fstat(current.socket.fileno()).st_mode)
     read, write = os.pipe()
     try:
@@ -229,3 +234,17 @@ def test_an_order_from_anyone_but_the_grader_is_impossible_and_a_malformed_one_i
         assert learner.double(np.arange(2)).tolist() == [0, 2]
     finally:
         learner.close()
+
+
+def test_the_first_worker_of_a_process_is_execd_while_the_zygote_starts_beside_it(tmp_path):
+    """No check waits for the zygote's imports: until it is ready, workers start as before."""
+    import subprocess
+    import sys
+
+    script = (
+        "from pathlib import Path; from course.engine import processes, zygote; "
+        f"w = processes.Worker(Path({str(tmp_path)!r})); "
+        "print(type(w.process).__name__, zygote._current is not None); w.kill(); w.close_files()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["Popen", "True"], done.stderr

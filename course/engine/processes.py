@@ -29,6 +29,14 @@ _BOOT = (
     "from course.engine.keeper import main; sys.exit(main(sys.argv[1:]))"
 )
 
+def worker_environment() -> dict[str, str]:
+    """The environment a worker (and the zygote) starts with: the caller's, one thread for the
+    linear algebra libraries, a fixed hash seed."""
+    return dict(
+        os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
+    )
+
+
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
 
 
@@ -52,9 +60,7 @@ class Worker:
         removes anything by name in a folder learner code could write."""
         self.measured = measured
         self._buffer = bytearray()
-        env = dict(
-            os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
-        )
+        env = worker_environment()
         self.process: subprocess.Popen | _ForkedKeeper
         if not self._start_forked(scratch, env):
             ends = self._open()

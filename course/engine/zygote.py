@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -51,10 +52,12 @@ class _Zygote:
 
     def __init__(self, env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._ready, ready_write = os.pipe()  # closed by the zygote once it has imported
+        self.ready = False
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
+                [sys.executable, "-I", "-u", "-c", _BOOT, str(theirs.fileno()), str(ready_write)],
+                pass_fds=(theirs.fileno(), ready_write),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -64,12 +67,21 @@ class _Zygote:
             )
         except BaseException:
             ours.close()
+            os.close(self._ready)
             raise
         finally:
             theirs.close()
+            os.close(ready_write)
         ours.settimeout(5.0)  # a zygote that stops reading must not hang the grader
         self.socket = ours
         self.owner = os.getpid()  # forked graders share it (see the module's docstring)
+
+    def warm(self) -> bool:
+        """Whether the zygote has imported what workers need (or died trying: then an order
+        fails at once). Never waits: until then workers are exec'd, as without a zygote."""
+        if not self.ready and select.select([self._ready], [], [], 0)[0]:
+            self.ready = True  # end of file: seen the same by every process that shares it
+        return self.ready
 
     def order(self, fds: Sequence[int], scratch: Path, measured: bool, env: dict[str, str]) -> bool:
         """Send one order; False if the zygote is gone or the socket failed."""
@@ -82,6 +94,7 @@ class _Zygote:
 
     def close(self) -> None:
         self.socket.close()
+        os.close(self._ready)
         if self.owner == os.getpid() and self.process.poll() is None:
             try:
                 self.process.wait(timeout=0.5)  # it ends on end of file; reap it if it has
@@ -104,19 +117,17 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def zygote(env: dict[str, str]) -> _Zygote | None:
-    """This process's zygote (started on first use, with environment ``env``), None once
-    zygotes failed too often here or cannot start."""
+    """This process's zygote once it is ready to fork (started by the first call, with
+    environment ``env``, and not waited for: that call and those until it has imported get
+    None), None also once zygotes failed too often here or cannot start."""
     global _current, _failures
     with _lock:
-        if _current is not None:
-            return _current
-        if _failures >= _MAX_FAILURES:
-            return None
-        try:
-            _current = _Zygote(env)
-        except OSError:
-            _failures = _MAX_FAILURES
-        return _current
+        if _current is None and _failures < _MAX_FAILURES:
+            try:
+                _current = _Zygote(env)
+            except OSError:
+                _failures = _MAX_FAILURES
+        return _current if _current is not None and _current.warm() else None
 
 
 def failed(broken: _Zygote) -> None:
@@ -142,6 +153,7 @@ def main(argv: list[str]) -> int:
     import signal
 
     sock = socket.socket(fileno=int(argv[0]))
+    ready = int(argv[1])
     libc = ctypes.CDLL(None)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the keeper must not inherit a blocked signal
@@ -149,6 +161,7 @@ def main(argv: list[str]) -> int:
 
     from course.engine import keeper, worker  # noqa: F401
 
+    os.close(ready)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the keepers
     space = socket.CMSG_SPACE(_FDS * 4)
     while True:
