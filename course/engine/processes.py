@@ -29,6 +29,7 @@ _BOOT = (
     "from course.engine.keeper import main; sys.exit(main(sys.argv[1:]))"
 )
 
+
 def worker_environment() -> dict[str, str]:
     """The environment a worker (and the zygote) starts with: the caller's, one thread for the
     linear algebra libraries, a fixed hash seed."""
