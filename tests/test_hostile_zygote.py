@@ -248,3 +248,15 @@ def test_the_first_worker_of_a_process_is_execd_while_the_zygote_starts_beside_i
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["Popen", "True"], done.stderr
+
+
+def test_a_measured_worker_is_always_execd_so_its_memory_counts_from_a_blank_execd_one(tmp_path):
+    """A forked worker's resident size is megabytes below an exec'd one's: measuring one against
+    the other would let a learner's peak look smaller than it is (or an honest one larger)."""
+    warm_zygote()
+    worker = processes.Worker(tmp_path, measured=True)
+    try:
+        assert not isinstance(worker.process, processes._ForkedKeeper)
+    finally:
+        worker.kill()
+        worker.close_files()

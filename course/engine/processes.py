@@ -49,7 +49,8 @@ class Worker:
     as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
     worker's, as the keeper reports it. The keeper is forked by this process's zygote
     (``zygote``: milliseconds, numpy already imported) or, when there is none or it fails,
-    exec'd (``python -I``); ``process`` is then a ``_ForkedKeeper`` or a ``Popen``."""
+    exec'd (``python -I``), as a measured worker always is; ``process`` is then a
+    ``_ForkedKeeper`` or a ``Popen``."""
 
     def __init__(self, scratch: Path, measured: bool = False) -> None:
         """``scratch``: the worker's working folder (it may write nothing there: see
@@ -63,7 +64,10 @@ class Worker:
         self._buffer = bytearray()
         env = worker_environment()
         self.process: subprocess.Popen | _ForkedKeeper
-        if not self._start_forked(scratch, env):
+        # A measured worker is always exec'd: its memory is counted from a blank measured
+        # worker's (``client._blank_resident``), and a forked worker's resident size is some
+        # megabytes below an exec'd one's (pages of the zygote it has not touched).
+        if measured or not self._start_forked(scratch, env):
             ends = self._open()
             mode = ["measured"] if measured else []
             self.process = subprocess.Popen(
