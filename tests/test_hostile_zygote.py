@@ -236,18 +236,20 @@ def test_an_order_from_anyone_but_the_grader_is_impossible_and_a_malformed_one_i
         learner.close()
 
 
-def test_the_first_worker_of_a_process_is_execd_while_the_zygote_starts_beside_it(tmp_path):
-    """No check waits for the zygote's imports: until it is ready, workers start as before."""
+def test_a_process_starts_its_zygote_with_its_second_worker_and_never_waits_for_it(tmp_path):
+    """A cold check (one worker) pays for no zygote; no worker waits for the zygote's imports:
+    until it is ready, workers are exec'd as before."""
     import subprocess
     import sys
 
     script = (
-        "from pathlib import Path; from course.engine import processes, zygote; "
-        f"w = processes.Worker(Path({str(tmp_path)!r})); "
-        "print(type(w.process).__name__, zygote._current is not None); w.kill(); w.close_files()"
+        "from pathlib import Path; from course.engine import processes, zygote\n"
+        "for _ in range(2):\n"
+        f"    w = processes.Worker(Path({str(tmp_path)!r}))\n"
+        "    print(type(w.process).__name__, zygote._current is not None); w.kill(); w.close_files()\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["Popen", "True"], done.stderr
+    assert done.stdout.split() == ["Popen", "False", "Popen", "True"], done.stderr
 
 
 def test_a_measured_worker_is_always_execd_so_its_memory_counts_from_a_blank_execd_one(tmp_path):

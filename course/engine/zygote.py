@@ -2,7 +2,7 @@
 
 Exec'ing ``python -I`` and importing numpy costs every worker 130-180 ms of CPU; a class grading
 or a hostile lesson that restarts its worker after every call starts hundreds. The zygote is
-started once per grading process (lazily, by the first ``processes.Worker``), exec'd exactly as
+started once per grading process (lazily, by its second ``processes.Worker``), exec'd exactly as
 a keeper is (``python -I -u``, the workers' environment, a new session, no descriptor but its
 socket), imports numpy and the worker's modules, and then only waits for orders on a private
 socketpair (``SOCK_SEQPACKET``: one order is one message, so processes forked from the grader,
@@ -105,6 +105,7 @@ class _Zygote:
 _lock = threading.Lock()
 _current: _Zygote | None = None
 _failures = 0
+_asked = 0  # workers this process started: the zygote comes with the second
 _MAX_FAILURES = 3  # zygotes killed or stopped this often: exec every keeper from then on
 
 
@@ -117,12 +118,14 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def zygote(env: dict[str, str]) -> _Zygote | None:
-    """This process's zygote once it is ready to fork (started by the first call, with
-    environment ``env``, and not waited for: that call and those until it has imported get
-    None), None also once zygotes failed too often here or cannot start."""
-    global _current, _failures
+    """This process's zygote once it is ready to fork, else None. It is started by the second
+    call (with environment ``env``: a process that starts one worker, a cold check, does not pay
+    for a zygote it would not use) and not waited for: until it has imported, calls get None
+    (their workers are exec'd); so do all once zygotes failed too often here or cannot start."""
+    global _current, _failures, _asked
     with _lock:
-        if _current is None and _failures < _MAX_FAILURES:
+        _asked += 1
+        if _current is None and _failures < _MAX_FAILURES and _asked > 1:
             try:
                 _current = _Zygote(env)
             except OSError:
