@@ -85,16 +85,19 @@ def server_pid(path) -> int | None:
 
 
 def children_states(parent: int) -> list[str]:
-    """The states (R, S, Z ...) of ``parent``'s children, from /proc/<pid>/stat."""
+    """The states (R, S, Z ...) of ``parent``'s children, from /proc/<pid>/stat, but for its
+    worker zygote (course/engine/zygote.py: one for the server's lifetime, by design)."""
     states = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as handle:
                     fields = handle.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    zygote = b"course.engine.zygote" in handle.read()
             except OSError:
                 continue
-            if int(fields[1]) == parent:
+            if int(fields[1]) == parent and not zygote:
                 states.append(fields[0])
     return states
 

@@ -13,7 +13,8 @@ The keeper talks to the grader over two pipes:
   process that reaps it, so never to a recycled pid); ``k``, end of file (the grader closed it or
   died) or SIGTERM means stop.
 - status (keeper -> grader): ``P<pid>`` once, the worker's pid; ``X<status>`` when the worker
-  ended, its raw wait status.
+  ended, its raw wait status; ``E0`` once its sweep is done, just before it exits (a keeper
+  forked by the zygote is not the grader's child, so the grader cannot wait for it).
 
 When told to stop, or as soon as the worker ended, the keeper kills its whole subtree, waits until
 it has no child left (every descendant, orphans included, is in its subtree) and exits. So a
@@ -70,6 +71,7 @@ def main(argv: list[str]) -> int:
     _report(status_fd, b"P%d\n" % worker)
     _keep(worker, control_fd, status_fd)
     _sweep(worker)
+    _report(status_fd, b"E0\n")  # for a grader that is not our parent (see ``zygote``)
     os._exit(0)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course.engine import protocol
+from course.engine import protocol, zygote
 from course.engine.limits import Limits
 
 # -I ignores PYTHONPATH and the current folder, so the keeper is told where the course lives.
@@ -30,13 +30,27 @@ _BOOT = (
 )
 
 
+def worker_environment() -> dict[str, str]:
+    """The environment a worker (and the zygote) starts with: the caller's, one thread for the
+    linear algebra libraries, a fixed hash seed."""
+    return dict(
+        os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
+    )
+
+
+_FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
+
+
 class Worker:
     """One worker process. Started blank (numpy imported, nothing of the learner's), then
     ``load`` tells it which module to import, so a spare can be started ahead of time.
 
     The process started here is the worker's keeper (``keeper``), which forks the worker and,
     as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
-    worker's, as the keeper reports it."""
+    worker's, as the keeper reports it. The keeper is forked by this process's zygote
+    (``zygote``: milliseconds, numpy already imported) or, when there is none or it fails,
+    exec'd (``python -I``), as a measured worker always is; ``process`` is then a
+    ``_ForkedKeeper`` or a ``Popen``."""
 
     def __init__(self, scratch: Path, measured: bool = False) -> None:
         """``scratch``: the worker's working folder (it may write nothing there: see
@@ -48,34 +62,69 @@ class Worker:
         removes anything by name in a folder learner code could write."""
         self.measured = measured
         self._buffer = bytearray()
+        env = worker_environment()
+        self.process: subprocess.Popen | _ForkedKeeper
+        # A measured worker is always exec'd: its memory is counted from a blank measured
+        # worker's (``client._blank_resident``), and a forked worker's resident size is some
+        # megabytes below an exec'd one's (pages of the zygote it has not touched).
+        if measured or not self._start_forked(scratch, env):
+            ends = self._open()
+            mode = ["measured"] if measured else []
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
+                pass_fds=ends,
+                stdin=subprocess.DEVNULL,
+                stdout=self.output,
+                stderr=subprocess.STDOUT,
+                cwd=scratch,
+                env=env,
+                start_new_session=True,
+            )
+            for fd in ends[:4]:
+                os.close(fd)
+        self.import_info: dict | None = None
+
+    def _open(self) -> tuple[int, int, int, int, int]:
+        """New pipes and files; returns the keeper's ends (request, response, control, status,
+        inputs), which the caller closes once handed over (the inputs file stays ours too)."""
         request_read, self._request = os.pipe()
         self._response, response_write = os.pipe()
         control_read, self._control = os.pipe()
         self._status, status_write = os.pipe()
         self._status_buffer = b""
+        self._status_ended = False
         self._pid: int | None = None
         self._exit_status: int | None = None
-        env = dict(
-            os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
-        )
+        self._keeper_pid: int | None = None
+        self._keeper_code: int | None = None
         self.output = os.memfd_create("course-output", os.MFD_CLOEXEC)
         self.inputs = os.memfd_create("course-inputs", os.MFD_CLOEXEC)  # no sealing: never frozen
         self._files = weakref.finalize(self, _close_all, [self.output, self.inputs])
-        ends = (request_read, response_write, control_read, status_write, self.inputs)
-        mode = ["measured"] if measured else []
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
-            pass_fds=ends,
-            stdin=subprocess.DEVNULL,
-            stdout=self.output,
-            stderr=subprocess.STDOUT,
-            cwd=scratch,
-            env=env,
-            start_new_session=True,
-        )
+        return request_read, response_write, control_read, status_write, self.inputs
+
+    def _start_forked(self, scratch: Path, env: dict[str, str]) -> bool:
+        """Have this process's zygote fork the keeper (see ``zygote``): milliseconds instead of
+        an exec and numpy's import. False, with nothing left open, if there is no zygote or it
+        did not fork one in time (killed, stopped): the caller execs the keeper then."""
+        forker = zygote.zygote(env)
+        if forker is None:
+            return False
+        ends = self._open()
+        sent = forker.order([*ends, self.output], scratch, self.measured, env)
         for fd in ends[:4]:
             os.close(fd)
-        self.import_info: dict | None = None
+        if sent:
+            self._read_status("keeper", _FORK_SECONDS)
+        if self._keeper_pid is not None:
+            self.process = _ForkedKeeper(self, self._keeper_pid)
+            return True
+        # Whatever the zygote does with this order later, its keeper finds our ends closed
+        # (end of file on control and request: it stops at once), and we start afresh.
+        for fd in (self._request, self._response, self._control, self._status):
+            os.close(fd)
+        self._files()
+        zygote.failed(forker)
+        return False
 
     def load(
         self,
@@ -142,23 +191,29 @@ class Worker:
 
     # -- what the keeper says ------------------------------------------------------------------
     def _read_status(self, until: str, timeout: float) -> None:
-        """Read the keeper's status lines until ``until`` ("pid" or "exit") is known, the keeper
-        closed the pipe, or ``timeout`` passed."""
+        """Read the keeper's status lines until ``until`` is known ("keeper": its pid, "pid":
+        the worker's, "exit": how the worker ended; "end": never), the keeper closed the pipe,
+        or ``timeout`` passed."""
         deadline = time.monotonic() + timeout
-        while self._status >= 0 and (self._pid if until == "pid" else self._exit_status) is None:
+        while self._status >= 0 and not self._status_ended and self._status_field(until) is None:
             remaining = max(0.0, deadline - time.monotonic())
             if not select.select([self._status], [], [], remaining)[0]:
                 return
             chunk = os.read(self._status, 4096)
             if not chunk:
+                self._status_ended = True  # only the keeper holds its end: it has ended
                 return
             self._status_buffer += chunk
             *lines, self._status_buffer = self._status_buffer.split(b"\n")
             for line in lines:
-                if line[:1] == b"P" and line[1:].isdigit():
-                    self._pid = int(line[1:])
-                elif line[:1] == b"X" and line[1:].isdigit():
-                    self._exit_status = int(line[1:])
+                kind, number = line[:1], line[1:]
+                if kind in (b"P", b"X", b"K", b"E") and number.isdigit():
+                    field = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
+                    if getattr(self, field[kind]) is None:
+                        setattr(self, field[kind], int(number))
+
+    def _status_field(self, name: str) -> int | None:
+        return {"keeper": self._keeper_pid, "pid": self._pid, "exit": self._exit_status}.get(name)
 
     @property
     def pid(self) -> int | None:
@@ -289,6 +344,37 @@ class Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
+
+
+class _ForkedKeeper:
+    """What ``Worker`` uses of a ``Popen`` (pid, poll, wait), for a keeper the zygote forked.
+    It is not our child: it has ended when its status pipe's end is closed (the keeper alone
+    holds it), with the code it reported (``E``), 0 after a worker it reported ended (the
+    keeper exits 0 after its sweep), else -SIGKILL (nothing else stops it unannounced)."""
+
+    def __init__(self, worker: Worker, pid: int) -> None:
+        self.pid = pid
+        self._worker = weakref.ref(worker)
+
+    def _code(self, timeout: float) -> int | None:
+        worker = self._worker()
+        if worker is None:
+            return None
+        worker._read_status("end", timeout)
+        if not worker._status_ended and worker._status >= 0:
+            return None
+        if worker._keeper_code is not None:
+            return worker._keeper_code
+        return 0 if worker._exit_status is not None else -signal.SIGKILL
+
+    def poll(self) -> int | None:
+        return self._code(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._code(1e9 if timeout is None else timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
+        return code
 
 
 def _close_all(fds: list[int]) -> None:
