@@ -17,8 +17,9 @@ cache can answer it; "unchanged" rows are the exception, timed right after a gra
 
 The cache (see course/result_cache.py) and the warm grader's socket live in folders of this
 run's own. Bytecode is written as on a learner's machine (PYTHONDONTWRITEBYTECODE is dropped
-for the timed commands; the warm-up round writes it). Targets (issue 16): check warm <= 2x, cold <= 5x, next <= 2x, list <= 1.5x, check
---all edited <= 12x, unchanged <= 2x, next (all passed) no slower than unchanged --all.
+for the timed commands; the warm-up round writes it). Targets (issue 16): check warm <= 2x,
+cold <= 5x, next <= 2x, list <= 1.5x, check --all edited <= 12x, unchanged <= 2x, next (all
+passed) no slower than unchanged --all.
 
 With --baseline REF the same commands also run with the course as of that commit (exported
 with `git archive`, on PYTHONPATH, its own warm grader), in the same rounds.
