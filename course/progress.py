@@ -7,7 +7,7 @@ The CLI calls these and renders what they return; nothing here prints or imports
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,11 +41,17 @@ def grade(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
     return grade_many([lesson], folder, fresh)[0]
 
 
-def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> list[LessonResult]:
+def grade_many(
+    lessons: Sequence[Lesson],
+    folder: Path,
+    fresh: bool = False,
+    while_waiting: Callable[[], object] | None = None,
+) -> list[LessonResult]:
     """Grade these lessons of ``folder``: a lesson whose files and course build are what they
     were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
     others are graded by the warm grader in one request when one is running, else here (and
-    one is started for the next check, see ``course.engine.server``)."""
+    one is started for the next check, see ``course.engine.server``). ``while_waiting``: the
+    caller's preparation, run while the warm grader works (see ``server.request_many``)."""
     from course import result_cache
     from course.engine import server
 
@@ -62,7 +68,7 @@ def grade_many(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> 
     missing = [index for index, result in enumerate(results) if result is None]
     if missing and server.enabled():
         modules = [lessons[index].module for index in missing]
-        answers = server.request_many(modules, folder, timeout=server.REQUEST_SECONDS) or []
+        answers = server.request_many(modules, folder, server.REQUEST_SECONDS, while_waiting) or []
         for index, answer in zip(missing, answers, strict=False):
             if answer is not None:
                 results[index] = LessonResult.from_dict(answer)
@@ -87,14 +93,19 @@ def check(session: Session, lesson: Lesson, fresh: bool = False) -> LessonResult
     return check_many(session, [lesson], fresh)[0]
 
 
-def check_many(session: Session, lessons: Sequence[Lesson], fresh: bool = False) -> list[LessonResult]:
+def check_many(
+    session: Session,
+    lessons: Sequence[Lesson],
+    fresh: bool = False,
+    while_waiting: Callable[[], object] | None = None,
+) -> list[LessonResult]:
     """Grade these lessons of the workspace (in one request, see ``grade_many``) and remember
     the results, with a note where an earlier lesson explains a failure."""
     resets = {}
     for lesson in lessons:
         before = session.state.lessons.get(lesson.module)
         resets[lesson.module] = before.recheck_after if before else ""
-    results = grade_many(lessons, session.workspace.root, fresh)
+    results = grade_many(lessons, session.workspace.root, fresh, while_waiting)
     for lesson, result in zip(lessons, results, strict=True):
         result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
         if not result.passed and not result.note and resets[lesson.module]:

@@ -168,3 +168,43 @@ def test_stopping_the_server_leaves_no_scratch_folder_behind(runtime, tmp_path, 
     while list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
         time.sleep(0.1)  # the stopped server removes its child's folder as it exits
     assert list(private_tmp.glob("course-*")) == [], "a scratch folder outlived the server"
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_the_callers_preparation_runs_after_the_request_is_sent_and_before_the_answer_is_read(
+    runtime, raises
+):
+    import threading
+
+    path = runtime.socket_path()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    request_seen, prepared = threading.Event(), threading.Event()
+
+    def serve_one():
+        connection, _ = listener.accept()
+        while not connection.recv(65536).endswith(b"\n"):
+            pass
+        request_seen.set()
+        prepared.wait(10)  # the answer comes only once the caller has prepared
+        connection.sendall(json.dumps({"results": [{"exercises": [], "status": "passed"}]}).encode())
+        connection.close()
+
+    calls = []
+
+    def prepare():
+        calls.append(request_seen.wait(10))  # the server can see the request: it was sent
+        prepared.set()
+        if raises:
+            raise RuntimeError("a preparation that fails changes nothing")
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    try:
+        answers = runtime.request_many(["l01_projections"], SOLUTIONS, 10, while_waiting=prepare)
+    finally:
+        listener.close()
+        path.unlink()
+    assert calls == [True]
+    assert answers == [{"exercises": [], "status": "passed"}]

@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,10 +91,14 @@ def request(module: str, source_dir: Path, timeout: float) -> dict | None:
     return answers[0] if answers else None
 
 
-def request_many(modules: list[str], source_dir: Path, timeout: float) -> list[dict | None] | None:
+def request_many(
+    modules: list[str], source_dir: Path, timeout: float, while_waiting: Callable[[], object] | None = None
+) -> list[dict | None] | None:
     """The server's grades of these lessons of ``source_dir`` (one request: the server grades
     them side by side, one process per core), as dicts in order (None for a lesson it could
-    not grade); None if it cannot help at all."""
+    not grade); None if it cannot help at all. ``while_waiting`` is called once the request is
+    sent, before the answer is read (the caller's own preparation, done while the server
+    grades; whatever it raises is ignored)."""
     try:
         opened = private_socket.connect(socket_path(), timeout)
         if opened is None:
@@ -103,6 +108,11 @@ def request_many(modules: list[str], source_dir: Path, timeout: float) -> list[d
             connection.settimeout(timeout * max(1, len(modules)))
             connection.sendall(json.dumps(order).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
+            if while_waiting is not None:
+                try:
+                    while_waiting()
+                except Exception:  # noqa: BLE001 - the caller's preparation, not the request
+                    pass
             chunks = []
             while chunk := connection.recv(1 << 16):
                 chunks.append(chunk)
