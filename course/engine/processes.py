@@ -99,7 +99,7 @@ class Worker:
         self._keeper_code: int | None = None
         self.output = os.memfd_create("course-output", os.MFD_CLOEXEC)
         self.inputs = os.memfd_create("course-inputs", os.MFD_CLOEXEC)  # no sealing: never frozen
-        self._files = weakref.finalize(self, _close_all, [self.output, self.inputs])
+        self._files = weakref.finalize(self, zygote.close_all, [self.output, self.inputs])
         return request_read, response_write, control_read, status_write, self.inputs
 
     def _start_forked(self, scratch: Path, env: dict[str, str]) -> bool:
@@ -375,14 +375,6 @@ class _ForkedKeeper:
         if code is None:
             raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
         return code
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def _learner_line(dump: str, source_dir: Path) -> str:

@@ -179,7 +179,7 @@ def main(argv: list[str]) -> int:
             return 0  # every holder of the grader's end closed it
         order = _parse(data, fds, flags)
         if order is None:
-            _close(fds)
+            close_all(fds)
             continue
         try:
             child = os.fork()
@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
             child = -1
         if child == 0:
             return _keeper(sock, fds, *order, libc)
-        _close(fds)
+        close_all(fds)
 
 
 def _received(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
@@ -216,7 +216,8 @@ def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, bool, dict[str
     return order["scratch"], order.get("measured") is True, env
 
 
-def _close(fds: list[int]) -> None:
+def close_all(fds: list[int]) -> None:
+    """Close each descriptor, whether or not it is still open."""
     for fd in fds:
         try:
             os.close(fd)
