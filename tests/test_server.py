@@ -208,3 +208,14 @@ def test_the_callers_preparation_runs_after_the_request_is_sent_and_before_the_a
         path.unlink()
     assert calls == [True]
     assert answers == [{"exercises": [], "status": "passed"}]
+
+
+def test_lessons_are_dealt_longest_first_to_the_process_with_the_least_work():
+    from course.engine.side_by_side import shares
+
+    costs = [0.1, 4.0, 0.2, 1.0, 1.5, 0.3]
+    dealt = shares(costs, 2)
+    assert dealt == [[1], [4, 3, 5, 2, 0]]  # 4.0 s beside 3.1 s: the longest alone, started first
+    assert sorted(i for share in dealt for i in share) == list(range(len(costs)))
+    assert shares(costs, 1) == [[1, 4, 3, 5, 2, 0]]
+    assert shares([0.5], 4) == [[0]]  # no process without a lesson

@@ -1,10 +1,13 @@
-"""Grade several lessons of one folder at once: one forked process per lesson, as many at a time
-as there are cores.
+"""Grade several lessons of one folder at once: one forked process per core, each grading its
+share of the lessons one after another.
 
 The warm grader's child that took a request for several lessons (``course check --all``, the
-all-passed ``course next``) forks one process per lesson; each grades with ``runner.grade``
-exactly as a single check does (its own worker, its own pytest session) and writes its result
-as JSON to a pipe. The parent reads only those pipes: learner code runs in the workers, never
+all-passed ``course next``) forks one process per core and deals the lessons out to them, the
+longest first, each to the process with the least work so far (the costs the warm-up
+measured). Each grades its lessons with ``runner.grade`` exactly as a single check does (a
+worker of its own per lesson, its own pytest session) and writes each result as a line of JSON
+to its pipe; a process's first grade pays for copying the pages it writes after the fork, its
+later ones do not. The parent reads only those pipes: learner code runs in the workers, never
 here, and a result that does not arrive is None (the command then grades that lesson itself).
 """
 
@@ -21,49 +24,65 @@ from course.engine.processes import Worker
 from course.engine.runner import grade
 
 
+def shares(costs: Sequence[float], at_once: int) -> list[list[int]]:
+    """The indices of ``costs`` dealt to ``at_once`` processes: longest first, each to the
+    process with the least total so far; each share in the order it is graded."""
+    dealt: list[list[int]] = [[] for _ in range(max(1, at_once))]
+    totals = [0.0] * len(dealt)
+    for index in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        least = totals.index(min(totals))
+        dealt[least].append(index)
+        totals[least] += costs[index]
+    return [share for share in dealt if share]
+
+
 def grade_side_by_side(
     lessons: Sequence[Lesson], folder: Path, spare: tuple[Worker, Path], costs: dict[str, float]
 ) -> list[dict | None]:
-    """Each lesson graded in a process of its own forked from this warm one, as many at once as
-    there are cores; their results as dicts, in order. A single lesson is graded here, with
-    ``spare`` (a blank worker started ahead); several each start their own (a worker belongs
-    to the process that started it), so the spare is stopped. A lesson
-    whose process fails gets None in its place, and the caller grades it itself. ``costs``:
-    seconds per lesson module, as measured before; the longest start first."""
+    """Each lesson graded in a process forked from this warm one, as many processes as there
+    are cores; their results as dicts, in order. A single lesson is graded here, with
+    ``spare`` (a blank worker started ahead); with several, each grade starts its own worker
+    (a worker belongs to the process that started it), so the spare is stopped. A lesson whose
+    result does not arrive gets None in its place, and the caller grades it itself. ``costs``:
+    seconds per lesson module, as measured before."""
     if len(lessons) == 1:
         return [grade(lessons[0], folder, spare=spare).to_dict()]
-    spare[0].kill()  # each child starts its own worker, in parallel with its pytest
+    spare[0].kill()
     at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
     results: list[dict | None] = [None] * len(lessons)
-    running: dict[int, tuple[int, int, list[bytes]]] = {}  # read end -> (pid, index, chunks)
-    # The longest first (as the warm-up measured them), so that no long lesson starts last.
-    pending = sorted(range(len(lessons)), key=lambda index: -costs.get(lessons[index].module, 0.0))
-    while pending or running:
-        while pending and len(running) < at_once:
-            index = pending.pop(0)
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                code = 0
-                try:
-                    data = json.dumps(grade(lessons[index], folder).to_dict()).encode()
-                    with os.fdopen(write, "wb") as out:
-                        out.write(data)
-                except BaseException:  # noqa: BLE001 - the parent records no result for it
-                    code = 1
-                os._exit(code)
-            os.close(write)
-            running[read] = (pid, index, [])
+    running: dict[int, tuple[int, list[bytes]]] = {}  # read end -> (pid, chunks)
+    for share in shares([costs.get(lesson.module, 0.0) for lesson in lessons], at_once):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            code = 0
+            try:
+                with os.fdopen(write, "wb") as out:
+                    for index in share:
+                        result = grade(lessons[index], folder).to_dict()
+                        out.write(json.dumps([index, result]).encode() + b"\n")
+                        out.flush()
+            except BaseException:  # noqa: BLE001 - the parent records no result for the rest
+                code = 1
+            os._exit(code)
+        os.close(write)
+        running[read] = (pid, [])
+    while running:
         ready, _, _ = select.select(list(running), [], [])
         for read in ready:
             chunk = os.read(read, 1 << 16)
             if chunk:
-                running[read][2].append(chunk)
+                running[read][1].append(chunk)
                 continue
-            pid, index, chunks = running.pop(read)
+            pid, chunks = running.pop(read)
             os.close(read)
-            _, status = os.waitpid(pid, 0)
-            if status == 0:
-                results[index] = json.loads(b"".join(chunks))
+            os.waitpid(pid, 0)
+            for line in b"".join(chunks).splitlines():
+                try:
+                    index, result = json.loads(line)
+                except (ValueError, TypeError):
+                    continue  # a line cut short by the process's end: that lesson is graded again
+                if isinstance(index, int) and 0 <= index < len(lessons) and isinstance(result, dict):
+                    results[index] = result
     return results
