@@ -49,7 +49,6 @@ def rng(seed=0):
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
-@remembered
 def attention_loop(x_q, x_kv, params, n_heads, allowed=None, head_factor=None, score_factor=None, bias=True):
     """Multi-head attention head by head (a softmax over each query's allowed keys), in float64.
 
@@ -139,6 +138,7 @@ def accuracy_loop(logits, targets):
     return right / total
 
 
+@remembered
 def loss_and_accuracy(model, tokens, targets, masks, n_heads=H):
     """(mean of the sequence losses, pooled accuracy) of the model with head masks."""
     logits, _ = forward_loop(model, tokens, masks, n_heads)
