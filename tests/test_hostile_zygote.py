@@ -252,25 +252,13 @@ def test_a_process_starts_its_zygote_with_its_second_worker_and_never_waits_for_
     assert done.stdout.split() == ["Popen", "False", "Popen", "True"], done.stderr
 
 
-@pytest.mark.parametrize("forked", [True, False])
-def test_a_measured_worker_counts_its_memory_from_a_blank_worker_started_the_same_way(tmp_path, forked):
+def test_a_measured_worker_is_always_execd_so_its_memory_counts_from_a_blank_execd_one(tmp_path):
     """A forked worker's resident size is megabytes below an exec'd one's: measuring one against
-    the other would let a learner's peak look smaller than it is (or an honest one larger). So
-    the blank a measurement counts from is a worker started the same way."""
-    from course.engine.limits import Limits
-
+    the other would let a learner's peak look smaller than it is (or an honest one larger)."""
     warm_zygote()
-    limits = Limits()
-    (tmp_path / "course_empty.py").write_text("", encoding="utf-8")
-    worker = processes.Worker(tmp_path, measured=True, may_fork=forked)
+    worker = processes.Worker(tmp_path, measured=True)
     try:
-        assert worker.forked is forked
-        worker.load(tmp_path, "course_empty", limits)
-        assert worker.wait_imported(time.monotonic() + 30)["ok"]
-        resident = worker.memory()[0]
+        assert not isinstance(worker.process, processes._ForkedKeeper)
     finally:
         worker.kill()
         worker.close_files()
-    blank = client._blank_resident(limits, forked)
-    assert blank is not None
-    assert abs(resident - blank) < 2 * 1024**2

@@ -52,11 +52,10 @@ class Worker:
     exec'd (``python -I``), as a measured worker always is; ``process`` is then a
     ``_ForkedKeeper`` or a ``Popen``."""
 
-    def __init__(self, scratch: Path, measured: bool = False, may_fork: bool = True) -> None:
+    def __init__(self, scratch: Path, measured: bool = False) -> None:
         """``scratch``: the worker's working folder (it may write nothing there: see
         ``sandbox``). ``measured``: a worker whose memory the grader measures (``reset_peak``,
         ``memory``): its keeper forbids it to start any other process (see ``keeper``).
-        ``may_fork`` False: exec'd, never forked by the zygote (``forked`` says which it was).
 
         What the worker prints goes to a file with no name (a memfd), and so does a call's
         inputs (``inputs``): the grader keeps their descriptors and never opens, creates or
@@ -65,10 +64,10 @@ class Worker:
         self._buffer = bytearray()
         env = worker_environment()
         self.process: subprocess.Popen | _ForkedKeeper
-        # A forked worker's resident size is some megabytes below an exec'd one's (pages of the
-        # zygote it has not touched): a measured worker's memory is counted from a blank
-        # measured worker started the same way (``client._blank_resident``).
-        if not (may_fork and self._start_forked(scratch, env)):
+        # A measured worker is always exec'd: its memory is counted from a blank measured
+        # worker's (``client._blank_resident``), and a forked worker's resident size is some
+        # megabytes below an exec'd one's (pages of the zygote it has not touched).
+        if measured or not self._start_forked(scratch, env):
             ends = self._open()
             mode = ["measured"] if measured else []
             self.process = subprocess.Popen(
@@ -84,11 +83,6 @@ class Worker:
             for fd in ends[:4]:
                 os.close(fd)
         self.import_info: dict | None = None
-
-    @property
-    def forked(self) -> bool:
-        """Whether the zygote forked this worker's keeper (else it was exec'd)."""
-        return isinstance(self.process, _ForkedKeeper)
 
     def _open(self) -> tuple[int, int, int, int, int]:
         """New pipes and files; returns the keeper's ends (request, response, control, status,
