@@ -142,7 +142,7 @@ def store(source_dir: Path, module: str, digest: str | None, result: LessonResul
     try:
         handle, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".part")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out)
+            out.write(json.dumps(data))  # one C-encoded string: dump() writes piece by piece
         os.replace(temporary, entry)
     except OSError:
         try:
