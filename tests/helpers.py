@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -123,3 +124,22 @@ def mistaken_source(module: str, mistake: dict | str) -> str:
 def solutions_with_mistake(tmp_path: Path, module: str, name: str) -> Path:
     """A copy of every solution, with ``module`` carrying the classic mistake ``name``."""
     return solutions_with(tmp_path, module, mistaken_source(module, name))
+
+
+def run_course(
+    *args: str, cwd: Path, env: dict | None = None, python: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    """``python [PYTHON...] -m course ARGS`` in a fresh process, no colour, 100 columns, no
+    COURSE_WORKSPACE of the caller's; ``env`` adds to the environment."""
+    environment = dict(os.environ, NO_COLOR="1", COLUMNS="100")
+    environment.pop("COURSE_WORKSPACE", None)
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, *python, "-m", "course", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=environment,
+        timeout=120,
+    )

@@ -2,10 +2,7 @@
 
 import dataclasses
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,22 +11,11 @@ from typer.testing import CliRunner
 from course.catalog import load_catalog
 from course.cli import app
 from course.lesson_source import without_markers
-from tests.helpers import SOLUTIONS, solutions_with_mistake
+from tests.helpers import SOLUTIONS, run_course, solutions_with_mistake
 
 
 def course(*args, cwd, env=None):
-    environment = dict(os.environ, NO_COLOR="1", COLUMNS="100")
-    environment.pop("COURSE_WORKSPACE", None)
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "course", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=environment,
-        timeout=120,
-    )
+    return run_course(*args, cwd=cwd, env=env)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ Nothing here is timed: what is held is which modules a command imports, read fro
 from __future__ import annotations
 
 import inspect
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from typer.main import get_command
 
 from course.cli import app, everyday, quick
+from tests.helpers import run_course
 
 FUNCTIONS = {"list": everyday.list_, "next": everyday.next_, "check": everyday.check}
 
@@ -90,17 +90,7 @@ def test_a_shell_completion_request_is_left_to_the_typer_app(monkeypatch):
 
 def imported(args: list[str], cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run `course ARGS` and return it with the names of every module it imported."""
-    environment = dict(os.environ, NO_COLOR="1", COLUMNS="100", **env)
-    environment.pop("COURSE_WORKSPACE", None)
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "course", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env=environment,
-        timeout=120,
-    )
+    done = run_course(*args, cwd=cwd, env=env, python=("-X", "importtime"))
     names = {
         line.rpartition("|")[2].strip()
         for line in done.stderr.splitlines()
