@@ -50,6 +50,12 @@ class Lesson:
         return resources.solution_path(self.module)
 
     @property
+    def reference(self) -> Path:
+        """The course's own code for this lesson: its solution when the course ships one (a
+        clone, a wheel), else its skeleton."""
+        return self.solution if self.solution.is_file() else self.skeleton
+
+    @property
     def grading_tests(self) -> Path:
         return resources.grading_test_path(self.module)
 

@@ -37,8 +37,7 @@ def _uses(module: str, source: Path, known: frozenset[str]) -> frozenset[str]:
 
 def uses(catalog: Catalog, lesson: Lesson) -> frozenset[str]:
     """The modules of other lessons that ``lesson``'s code imports directly."""
-    source = lesson.solution if lesson.solution.is_file() else lesson.skeleton
-    return _uses(lesson.module, source, frozenset(each.module for each in catalog.lessons))
+    return _uses(lesson.module, lesson.reference, frozenset(each.module for each in catalog.lessons))
 
 
 def dependents(catalog: Catalog, lesson: Lesson) -> list[Lesson]:

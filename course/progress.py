@@ -1,6 +1,6 @@
 """What the commands do, as plain functions over a workspace and its progress state: grading
 (with the result cache and the warm grader), moving on, hints, resets, solutions, pictures.
-Opening the workspace and its state is ``course.session`` (re-exported here).
+Opening the workspace and its state is ``course.session``.
 
 The CLI calls these and renders what they return; nothing here prints or imports rich/typer.
 """
@@ -17,11 +17,6 @@ from course import workspace as ws
 from course.catalog import Lesson
 from course.engine.results import PASSED, LessonResult
 from course.session import Session, place, record
-
-# Opening a session lives in course.session; these stay reachable as progress.<name>.
-from course.session import init_workspace as init_workspace
-from course.session import open_session as open_session
-from course.session import rebuild_state as rebuild_state
 
 if TYPE_CHECKING:  # both import numpy, which the commands load only when they grade
     from course.engine.maps import AttentionMaps

@@ -11,12 +11,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from course import bench, bench_torch, progress, state
+from course import bench, bench_torch, state
 from course import workspace as ws
 from course.bench_advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
 from course.catalog import load_catalog
 from course.cli import app
 from course.render.bench import bench_screen
+from course.session import open_session
 from tests.helpers import SOLUTIONS
 
 PASSED = ("l01_projections", "l03_attention", "l05_heads", "l06_multi_head", "l13_online_softmax")
@@ -47,7 +48,7 @@ def without_torch(monkeypatch) -> None:
 
 
 def run(folder: Path, lesson: str, sizes: str):
-    session = progress.open_session(str(folder))
+    session = open_session(str(folder))
     return bench.run_bench(session, session.catalog.resolve(lesson), sizes)
 
 

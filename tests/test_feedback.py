@@ -11,8 +11,8 @@ from course.engine import error_shapes
 from course.engine.protocol import Opaque
 from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
 from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
-from course.progress import open_session
 from course.render import screens
+from course.session import open_session
 from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)

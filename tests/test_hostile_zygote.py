@@ -223,7 +223,7 @@ def test_an_order_from_anyone_but_the_grader_is_impossible_and_a_malformed_one_i
     assert stat.S_ISSOCK(os.fstat(current.socket.fileno()).st_mode)
     read, write = os.pipe()
     try:
-        assert current.order([read, write], learner_folder, False, dict(os.environ))
+        assert current.order([read, write], learner_folder, dict(os.environ))
         current.socket.sendmsg([b"not json"])
     finally:
         os.close(read)

@@ -57,3 +57,12 @@ def test_a_state_from_before_recheck_marks_loads_and_needs_no_recheck(tmp_path):
     loaded.lesson("l03_attention").recheck_after = "l02_softmax"
     state.save(loaded, path)
     assert state.load(path).needs_recheck("l03_attention")
+
+
+def test_opening_a_session_spells_passed_as_the_engine_writes_it():
+    """course.session keeps its own copy of the status (so `course list` never imports the
+    engine); a lesson counts as done only if both spell it the same."""
+    from course import session
+    from course.engine import results
+
+    assert session.PASSED == results.PASSED

@@ -26,6 +26,8 @@ from course.engine import pictures
 from course.render import bench as render_bench
 from course.render import maps as render_maps
 from course.render import screens as render
+from course.render.lessons import lesson_list
+from course.session import Session, open_session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,12 +63,12 @@ def main(out: Path) -> int:
     for lesson in catalog.lessons[:2]:
         (folder / lesson.file_name).write_text((REPO / "solutions" / lesson.file_name).read_text())
     (folder / "l03_attention.py").write_text(mistaken("l03_attention", "mask_minus_1e9"))
-    session = progress.open_session(str(folder))
+    session = open_session(str(folder))
     for lesson in catalog.lessons[:2]:
         progress.check(session, lesson)
     third = catalog.resolve("3")
     save("check", render.result_screen(third, progress.check(session, third), session), out)
-    save("list", render.lesson_list(session), out)
+    save("list", lesson_list(session), out)
     (folder / "l03_attention.py").write_text((REPO / "solutions" / "l03_attention.py").read_text())
     save("next", render.next_screen(progress.next_step(session), session), out)
     for lesson in catalog.available():
@@ -79,7 +81,7 @@ def main(out: Path) -> int:
     return 0
 
 
-def capture_bench(session: progress.Session, out: Path) -> None:
+def capture_bench(session: Session, out: Path) -> None:
     """`course bench 6` on the solved lesson 6 (its numbers are this machine's, this run's)."""
     sixth = session.catalog.resolve("6")
     if progress.check(session, sixth).passed:

@@ -54,9 +54,10 @@ def check(
         sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
     else:
         from course.render import screens
+        from course.render.basics import notices
 
         show(
-            screens.notices(session),
+            notices(session),
             *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
         )
         found = progress.diagnose(session, *results[0]) if len(results) == 1 else None

@@ -25,11 +25,11 @@ def init(
     directory: Annotated[Path, typer.Argument(help="Where to create it.")] = Path("workspace"),
 ) -> None:
     """Create a workspace with a fresh copy of every lesson file."""
-    from course import progress
+    from course import session
     from course import workspace as ws
 
     try:
-        created, added = progress.init_workspace(directory)
+        created, added = session.init_workspace(directory)
     except ws.WorkspaceProblem as problem:
         fail(str(problem))
     names = ", ".join(p.name for p in added) or "none (every lesson file was already there)"
@@ -94,7 +94,7 @@ def show_(
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
     from course import progress
-    from course.render import maps, screens
+    from course.render import lessons, maps
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
@@ -104,7 +104,7 @@ def show_(
         from course.cli.reference import terms_of
         from course.render.glossary import lesson_terms
 
-        show(screens.lesson_page(chosen, session), lesson_terms(terms_of(chosen.id)))
+        show(lessons.lesson_page(chosen, session), lesson_terms(terms_of(chosen.id)))
 
 
 def hint(
@@ -114,12 +114,12 @@ def hint(
 ) -> None:
     """Reveal the next hint for an exercise (hints already seen are shown again)."""
     from course import progress
-    from course.render import screens
+    from course.render import lessons
 
     session = open_session(workspace)
     chosen = lesson_or_current(session, lesson)
     try:
-        show(screens.hint_screen(progress.reveal_hint(session, chosen, exercise)))
+        show(lessons.hint_screen(progress.reveal_hint(session, chosen, exercise)))
     except LookupError as problem:
         fail(str(problem))
 
@@ -151,7 +151,7 @@ def solution(
 ) -> None:
     """Show the reference solution of a lesson you have passed."""
     from course import progress
-    from course.render import screens
+    from course.render import lessons
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
@@ -172,7 +172,7 @@ def solution(
             sys.stderr.write("Peeking before the lesson passed: this is recorded in your progress.\n")
         sys.stdout.write(source)
         return
-    show(screens.solution_screen(chosen, source, peeked))
+    show(lessons.solution_screen(chosen, source, peeked))
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ def watch(
         )
     from course import progress
     from course import watch as watcher
+    from course.render import basics, lessons
     from course.render import screens as render
 
     session = open_session(workspace, create=True)
@@ -45,13 +46,13 @@ def watch(
             draw()
         elif key == "h":
             reveal = progress.reveal_hint(session, view["lesson"])
-            draw(False, render.hint_screen(reveal, again="press h again"))
+            draw(False, lessons.hint_screen(reveal, again="press h again"))
         elif key == "l":
-            draw(False, render.lesson_list(session))
+            draw(False, lessons.lesson_list(session))
         elif key == "n" and not view["result"].passed:
             draw(
                 False,
-                render.info(
+                basics.info(
                     f"Lesson {view['lesson'].number} is not green yet: n moves on once every check "
                     "passes (r re-checks it now)."
                 ),
@@ -59,7 +60,7 @@ def watch(
         elif key == "n":
             upcoming = session.current()
             if upcoming is None:
-                draw(False, render.finish(session.catalog, session))
+                draw(False, lessons.finish(session.catalog, session))
             else:
                 view["lesson"] = upcoming
                 draw()

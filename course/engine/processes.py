@@ -39,6 +39,8 @@ def worker_environment() -> dict[str, str]:
 
 
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
+# The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
+_STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
 
 
 class Worker:
@@ -110,7 +112,7 @@ class Worker:
         if forker is None:
             return False
         ends = self._open()
-        sent = forker.order([*ends, self.output], scratch, self.measured, env)
+        sent = forker.order([*ends, self.output], scratch, env)
         for fd in ends[:4]:
             os.close(fd)
         if sent:
@@ -206,11 +208,9 @@ class Worker:
             self._status_buffer += chunk
             *lines, self._status_buffer = self._status_buffer.split(b"\n")
             for line in lines:
-                kind, number = line[:1], line[1:]
-                if kind in (b"P", b"X", b"K", b"E") and number.isdigit():
-                    field = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
-                    if getattr(self, field[kind]) is None:
-                        setattr(self, field[kind], int(number))
+                field, number = _STATUS_FIELDS.get(line[:1]), line[1:]
+                if field is not None and number.isdigit() and getattr(self, field) is None:
+                    setattr(self, field, int(number))
 
     def _status_field(self, name: str) -> int | None:
         return {"keeper": self._keeper_pid, "pid": self._pid, "exit": self._exit_status}.get(name)

@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,8 +53,8 @@ def enabled() -> bool:
     return os.environ.get("COURSE_SERVER", "on").lower() not in ("off", "0", "no", "false")
 
 
-_SEEN: dict[str, float | str] = {}  # the last fingerprint computed here, and when
-_SEEN_FOR = 2.0  # seconds: a check asks twice (its cache key, the socket); a watch, on every save
+_LAST: list[tuple[float, str]] = []  # (when, fingerprint) this process computed last
+_REUSE_FOR = 2.0  # seconds: a check asks twice (its cache key, the socket); a watch, on every save
 
 
 def fingerprint(again: bool = True) -> str:
@@ -61,10 +62,8 @@ def fingerprint(again: bool = True) -> str:
     False: the one this process computed in the last two seconds, if any (a check reads the
     build twice within milliseconds; the server, watching for a changed build, always
     computes it again)."""
-    import time
-
-    if not again and time.monotonic() - float(_SEEN.get("at", -_SEEN_FOR)) < _SEEN_FOR:
-        return str(_SEEN["value"])
+    if not again and _LAST and time.monotonic() - _LAST[0][0] < _REUSE_FOR:
+        return _LAST[0][1]
     from course import resources
 
     digest = hashlib.sha256(
@@ -75,8 +74,8 @@ def fingerprint(again: bool = True) -> str:
             if path.suffix in (".py", ".toml", ".ini", ".npz") and "__pycache__" not in path.parts:
                 stat = path.stat()
                 digest.update(f"{path}:{stat.st_mtime_ns}:{stat.st_size}".encode())
-    _SEEN.update(at=time.monotonic(), value=digest.hexdigest()[:20])
-    return str(_SEEN["value"])
+    _LAST[:] = [(time.monotonic(), digest.hexdigest()[:20])]
+    return _LAST[0][1]
 
 
 def socket_path() -> Path | None:
@@ -140,8 +139,6 @@ def stop() -> bool:
 
 def ready(timeout: float) -> bool:
     """Wait until a server for this build accepts connections (for benchmarks and tests)."""
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         connection = private_socket.connect(socket_path(), 5)
@@ -194,7 +191,7 @@ def _warm_up() -> None:
     from course.engine.runner import grade
 
     for lesson in load_catalog().available():
-        folder = lesson.solution.parent if lesson.solution.is_file() else lesson.skeleton.parent
+        folder = lesson.reference.parent
         try:
             _COSTS[lesson.module] = grade(lesson, folder).duration
         except Exception:  # noqa: BLE001 - warming is an optimisation; serving must not depend on it
@@ -345,7 +342,6 @@ def _wait_for_request(notify: int, ended: int, built: str, ready_child: int) -> 
     when the ready child died before taking a request (checks then grade in their own process).
     Meanwhile every grading child is reaped as soon as it ends (``ended`` wakes us)."""
     import select
-    import time
 
     deadline = time.monotonic() + IDLE_SECONDS
     while time.monotonic() < deadline:

@@ -64,8 +64,7 @@ def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
 
     counts = {}
     for lesson in lessons:
-        source = lesson.solution if lesson.solution.is_file() else lesson.skeleton
-        result = grade(lesson, source.parent)
+        result = grade(lesson, lesson.reference.parent)
         counts[lesson.module] = sum(len(e.checks) for e in result.exercises)
     return counts
 

@@ -1,7 +1,6 @@
 """The screens about grades: `course check` (``result_screen``), `course next` and one screen of
-`course watch`; the lesson screens (``course.render.lessons``) and the pieces every screen is
-made of (``course.render.basics``) are re-exported, so ``screens.<name>`` names any screen.
-Nothing here prints: the CLI hands these to a console.
+`course watch`. The lesson screens are in ``course.render.lessons``, the pieces every screen is
+made of in ``course.render.basics``. Nothing here prints: the CLI hands these to a console.
 
 Every screen must read well without colour (NO_COLOR, pipes): status is always a word, and colour
 only repeats it. Text that comes from learner code is shown as plain Text, never as markup.
@@ -18,20 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from course.engine.results import HAND_CHECKED, NOT_STARTED
-from course.render.basics import STYLE, check_title, plain, status
-
-# Re-exported: screens.<name> names every screen, as before the lesson screens moved out.
-from course.render.basics import info as info
-from course.render.basics import lesson_heading as lesson_heading
-from course.render.basics import notices as notices
-from course.render.basics import problem as problem
-from course.render.lessons import finish as finish
-from course.render.lessons import hint_screen as hint_screen
-from course.render.lessons import intro as intro
-from course.render.lessons import lesson_list as lesson_list
-from course.render.lessons import lesson_page as lesson_page
-from course.render.lessons import solution_screen as solution_screen
-from course.render.lessons import welcome as welcome
+from course.render.basics import STYLE, check_title, lesson_heading, notices, plain, status
+from course.render.lessons import finish, intro, welcome
 
 if TYPE_CHECKING:
     from course.catalog import Lesson
