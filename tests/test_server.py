@@ -210,12 +210,45 @@ def test_the_callers_preparation_runs_after_the_request_is_sent_and_before_the_a
     assert answers == [{"exercises": [], "status": "passed"}]
 
 
-def test_lessons_are_dealt_longest_first_to_the_process_with_the_least_work():
-    from course.engine.side_by_side import shares
+def test_lessons_are_queued_longest_first():
+    from course.engine.side_by_side import longest_first
 
-    costs = [0.1, 4.0, 0.2, 1.0, 1.5, 0.3]
-    dealt = shares(costs, 2)
-    assert dealt == [[1], [4, 3, 5, 2, 0]]  # 4.0 s beside 3.1 s: the longest alone, started first
-    assert sorted(i for share in dealt for i in share) == list(range(len(costs)))
-    assert shares(costs, 1) == [[1, 4, 3, 5, 2, 0]]
-    assert shares([0.5], 4) == [[0]]  # no process without a lesson
+    assert longest_first([0.1, 4.0, 0.2, 1.0, 1.5, 0.3]) == [1, 4, 3, 5, 2, 0]
+    assert longest_first([0.5, 0.5, 0.0]) == [0, 1, 2]  # ties keep their order
+
+
+def test_a_process_done_with_its_lesson_takes_the_next_one_from_the_queue(tmp_path, monkeypatch):
+    """Lesson 0 takes far longer than the warm-up measured: here it ends only once every other
+    lesson is graded. Dealt fixed shares (lesson 1 alone, the rest to the other process), its
+    process would also hold lessons 2-4 and wait for itself until it gave up; from a queue,
+    the other process takes them."""
+    from course.catalog import load_catalog
+    from course.engine import side_by_side
+    from course.engine.results import LessonResult
+
+    lessons = load_catalog().lessons[:5]
+    done = tmp_path / "done"
+    done.mkdir()
+
+    def fake_grade(lesson, folder):
+        waited = "others done"
+        if lesson is lessons[0]:
+            deadline = time.monotonic() + 30
+            while len(list(done.iterdir())) < len(lessons) - 1:
+                if time.monotonic() > deadline:
+                    waited = "gave up"
+                    break
+                time.sleep(0.01)
+        (done / lesson.module).write_text(waited)
+        return LessonResult(lesson=lesson.module, status="passed", exercises=[])
+
+    class Spare:
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(side_by_side, "grade", fake_grade)
+    monkeypatch.setattr(side_by_side.os, "cpu_count", lambda: 2)
+    costs = {lesson.module: 1.0 for lesson in lessons} | {lessons[1].module: 5.0}
+    results = side_by_side.grade_side_by_side(lessons, tmp_path, (Spare(), tmp_path), costs)
+    assert [result["lesson"] for result in results] == [lesson.module for lesson in lessons]
+    assert (done / lessons[0].module).read_text() == "others done"

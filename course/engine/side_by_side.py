@@ -1,14 +1,16 @@
-"""Grade several lessons of one folder at once: one forked process per core, each grading its
-share of the lessons one after another.
+"""Grade several lessons of one folder at once: one forked process per core, each taking the
+next lesson from a shared queue until none is left.
 
 The warm grader's child that took a request for several lessons (``course check --all``, the
-all-passed ``course next``) forks one process per core and deals the lessons out to them, the
-longest first, each to the process with the least work so far (the costs the warm-up
-measured). Each grades its lessons with ``runner.grade`` exactly as a single check does (a
-worker of its own per lesson, its own pytest session) and writes each result as a line of JSON
-to its pipe; a process's first grade pays for copying the pages it writes after the fork, its
-later ones do not. The parent reads only those pipes: learner code runs in the workers, never
-here, and a result that does not arrive is None (the command then grades that lesson itself).
+all-passed ``course next``) queues the lessons, the longest first (the costs the warm-up
+measured), in a pipe every forked process reads from: a process takes the next lesson when it
+is done with its last one, so a lesson that costs more or less than the warm-up said never
+leaves one core idle while the other works through a fixed share. Each grades its lessons with
+``runner.grade`` exactly as a single check does (a worker of its own per lesson, its own pytest
+session) and writes each result as a line of JSON to its pipe; a process's first grade pays
+for copying the pages it writes after the fork, its later ones do not. The parent reads only
+those pipes: learner code runs in the workers, never here, and a result that does not arrive
+is None (the command then grades that lesson itself).
 """
 
 from __future__ import annotations
@@ -23,17 +25,28 @@ from course.catalog import Lesson
 from course.engine.processes import Worker
 from course.engine.runner import grade
 
+_ENTRY = 4  # bytes per queued lesson index: one read takes exactly one (all are queued at once)
 
-def shares(costs: Sequence[float], at_once: int) -> list[list[int]]:
-    """The indices of ``costs`` dealt to ``at_once`` processes: longest first, each to the
-    process with the least total so far; each share in the order it is graded."""
-    dealt: list[list[int]] = [[] for _ in range(max(1, at_once))]
-    totals = [0.0] * len(dealt)
-    for index in sorted(range(len(costs)), key=lambda i: -costs[i]):
-        least = totals.index(min(totals))
-        dealt[least].append(index)
-        totals[least] += costs[index]
-    return [share for share in dealt if share]
+
+def longest_first(costs: Sequence[float]) -> list[int]:
+    """The indices of ``costs``, the most costly first (ties in their given order)."""
+    return sorted(range(len(costs)), key=lambda i: -costs[i])
+
+
+def _queue(order: Sequence[int]) -> int:
+    """A pipe holding ``order`` (closed for writing): the read end, shared by every process."""
+    read, write = os.pipe()
+    payload = b"".join(index.to_bytes(_ENTRY, "little") for index in order)
+    assert len(payload) <= select.PIPE_BUF  # written whole, so no reader sees part of an entry
+    os.write(write, payload)
+    os.close(write)
+    return read
+
+
+def _take(queue: int) -> int | None:
+    """The next queued index, or None when the queue is empty."""
+    entry = os.read(queue, _ENTRY)
+    return int.from_bytes(entry, "little") if len(entry) == _ENTRY else None
 
 
 def grade_side_by_side(
@@ -51,7 +64,8 @@ def grade_side_by_side(
     at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
     results: list[dict | None] = [None] * len(lessons)
     running: dict[int, tuple[int, list[bytes]]] = {}  # read end -> (pid, chunks)
-    for share in shares([costs.get(lesson.module, 0.0) for lesson in lessons], at_once):
+    queue = _queue(longest_first([costs.get(lesson.module, 0.0) for lesson in lessons]))
+    for _ in range(at_once):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -59,7 +73,7 @@ def grade_side_by_side(
             code = 0
             try:
                 with os.fdopen(write, "wb") as out:
-                    for index in share:
+                    while (index := _take(queue)) is not None:
                         result = grade(lessons[index], folder).to_dict()
                         out.write(json.dumps([index, result]).encode() + b"\n")
                         out.flush()
@@ -68,6 +82,7 @@ def grade_side_by_side(
             os._exit(code)
         os.close(write)
         running[read] = (pid, [])
+    os.close(queue)
     while running:
         ready, _, _ = select.select(list(running), [], [])
         for read in ready:
