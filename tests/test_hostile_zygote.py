@@ -223,7 +223,7 @@ def test_an_order_from_anyone_but_the_grader_is_impossible_and_a_malformed_one_i
     assert stat.S_ISSOCK(os.fstat(current.socket.fileno()).st_mode)
     read, write = os.pipe()
     try:
-        assert current.order([read, write], learner_folder, dict(os.environ))
+        assert current.order([read, write], learner_folder, False, dict(os.environ))
         current.socket.sendmsg([b"not json"])
     finally:
         os.close(read)
@@ -252,13 +252,65 @@ def test_a_process_starts_its_zygote_with_its_second_worker_and_never_waits_for_
     assert done.stdout.split() == ["Popen", "False", "Popen", "True"], done.stderr
 
 
-def test_a_measured_worker_is_always_execd_so_its_memory_counts_from_a_blank_execd_one(tmp_path):
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_measured_worker_counts_its_memory_from_a_blank_worker_started_the_same_way(tmp_path, forked):
     """A forked worker's resident size is megabytes below an exec'd one's: measuring one against
-    the other would let a learner's peak look smaller than it is (or an honest one larger)."""
+    the other would let a learner's peak look smaller than it is (or an honest one larger). So
+    the blank a measurement counts from is a worker started the same way."""
+    from course.engine.limits import Limits
+
     warm_zygote()
-    worker = processes.Worker(tmp_path, measured=True)
+    limits = Limits()
+    (tmp_path / "course_empty.py").write_text("", encoding="utf-8")
+    worker = processes.Worker(tmp_path, measured=True, may_fork=forked)
     try:
-        assert not isinstance(worker.process, processes._ForkedKeeper)
+        assert worker.forked is forked
+        worker.load(tmp_path, "course_empty", limits)
+        assert worker.wait_imported(time.monotonic() + 30)["ok"]
+        resident = worker.memory()[0]
     finally:
         worker.kill()
         worker.close_files()
+    blank = client._blank_resident(limits, forked)
+    assert blank is not None
+    assert abs(resident - blank) < 2 * 1024**2
+
+
+MEASURED = """
+import numpy as np
+
+def hold(n):
+    return float(np.ones(n).sum())  # n float64 numbers at once
+
+def many_routines(x):
+    # library code numpy's import never ran: its pages are faulted in during the call
+    u, s, vt = np.linalg.svd(x)
+    spectrum = np.fft.rfft(x, axis=0)
+    return float(s.sum() + np.abs(spectrum).sum() + np.linalg.det(x) + np.sort(x, axis=None)[0])
+"""
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_a_measured_call_counts_what_it_allocates_not_library_pages_it_runs(tmp_path, forked, monkeypatch):
+    """Both kinds of measured worker count a call's own allocations (8 MiB held: 8 MiB more),
+    and neither counts the pages of numpy's libraries a call runs for the first time (they
+    are made resident before any measurement, see ``keeper._fault_in_mapped_files``)."""
+    warm_zygote()
+    (tmp_path / "l00_measured.py").write_text(MEASURED, encoding="utf-8")
+    original = processes.Worker.__init__
+
+    def started_so(self, scratch, measured=False, may_fork=True):
+        original(self, scratch, measured, may_fork=forked if measured else may_fork)
+
+    monkeypatch.setattr(processes.Worker, "__init__", started_so)
+    learner = client.LearnerModule(tmp_path, "l00_measured")
+    try:
+        x = np.random.default_rng(0).standard_normal((64, 64))
+        routines = learner.measure("many_routines", x)
+        held = learner.measure("hold", 2**20)
+        assert isinstance(learner._meter.process, processes._ForkedKeeper) is forked
+    finally:
+        learner.close()
+    mib = 2**20
+    assert routines.peak_bytes < 1.5 * mib, routines.peak_bytes / mib
+    assert 8 * mib <= held.peak_bytes < 10 * mib, held.peak_bytes / mib

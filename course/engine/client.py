@@ -294,21 +294,26 @@ class Measurement:
     seconds: float
 
 
-_BLANK_RESIDENT: dict[int, int] = {}  # memory limit -> resident size of a blank measured worker
+_BLANK_RESIDENT: dict[tuple[int, bool], int] = {}  # (memory limit, forked) -> resident size
 
 
-def _blank_resident(limits: Limits) -> int:
-    """The resident memory of a measured worker that imported an empty module: what every
-    measurement is counted from. Measured once per grading process, in a worker of its own."""
-    if limits.memory_bytes not in _BLANK_RESIDENT:
+def _blank_resident(limits: Limits, forked: bool) -> int | None:
+    """The resident memory of a measured worker that imported an empty module, started as
+    ``forked`` says (by the zygote, else exec'd): what a measurement in a worker started that
+    way is counted from. Measured once per grading process and kind, in a worker of its own;
+    None when a worker of that kind cannot be had now (no zygote)."""
+    key = (limits.memory_bytes, forked)
+    if key not in _BLANK_RESIDENT:
         folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
         (folder / "course_blank.py").write_text("", encoding="utf-8")
-        worker = Worker(folder, measured=True)
+        worker = Worker(folder, measured=True, may_fork=forked)
         try:
+            if worker.forked != forked:
+                return None
             worker.load(folder, "course_blank", limits)
             if not worker.wait_imported(time.monotonic() + 30).get("ok"):
                 raise RuntimeError("the grader could not start a worker to measure memory")
-            _BLANK_RESIDENT[limits.memory_bytes] = worker.memory()[0]
+            _BLANK_RESIDENT[key] = worker.memory()[0]
         except (EOFError, TimeoutError, OSError, protocol.ProtocolError) as problem:
             raise RuntimeError(
                 f"the grader could not start a worker to measure memory: {problem!r}"
@@ -319,7 +324,7 @@ def _blank_resident(limits: Limits) -> int:
             import shutil
 
             shutil.rmtree(folder, ignore_errors=True)
-    return _BLANK_RESIDENT[limits.memory_bytes]
+    return _BLANK_RESIDENT[key]
 
 
 class LearnerFunction:
@@ -552,11 +557,16 @@ class LearnerModule:
 
         Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
         (no Landlock, so learner code could reset the mark itself)."""
-        blank = _blank_resident(self.limits)
         usual = self._worker
         meter = self._meter if self._meter is not None and self._meter.running() else None
         if meter is None:
             meter = self.start(Worker(self.scratch, measured=True))  # loaded as any worker is
+        blank = _blank_resident(self.limits, meter.forked)
+        if blank is None:  # forked, and no blank forked worker can be had now: exec both
+            self._retire(meter)
+            meter = self.start(Worker(self.scratch, measured=True, may_fork=False))
+            blank = _blank_resident(self.limits, False)
+        assert blank is not None  # an exec'd worker is always exec'd
         self._worker = meter
         try:
             report = self.import_report()

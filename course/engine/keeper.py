@@ -24,7 +24,9 @@ Every worker, before anything of the learner's runs, installs a seccomp filter o
 fork (see ``_install_filter``): it may create no socket of any family, so it talks to the grader
 through its pipes only and reaches neither the warm grader's socket nor the network. A worker
 started for measuring memory (a sixth argument ``measured``) may also start no other process:
-fork, vfork, clone without a shared address space, clone3 and exec are refused. Its threads
+fork, vfork, clone without a shared address space, clone3 and exec are refused; and before the
+worker starts, every page of every file it has mapped is made resident, so that no measurement
+counts library pages (``_fault_in_mapped_files``). Its threads
 share its memory, so the kernel's count of its resident memory (read by the grader in ``/proc``)
 is all the memory the learner's code can hold.
 
@@ -60,6 +62,8 @@ def main(argv: list[str]) -> int:
             os._exit(71)  # no filter, no sound measurement: the grader says so (EX_OSERR)
         from course.engine.worker import main as work
 
+        if measured:
+            _fault_in_mapped_files(ctypes.CDLL(None))
         return work([str(request_fd), str(response_fd), str(inputs_fd), "filtered" if filtered else ""])
     try:
         os.setpgid(worker, worker)  # also here, so the group exists whichever side runs first
@@ -152,6 +156,35 @@ def _install_filter(measured: bool) -> bool:
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
         return False
     return bool(libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+
+
+_MADV_POPULATE_READ = 22  # Linux 5.14
+
+
+def _fault_in_mapped_files(libc: object) -> None:
+    """Make every page of every mapped file (Python, numpy, their libraries) resident in this
+    process, before its memory is ever measured.
+
+    A worker forked by the zygote inherits numpy without the page-table entries of its files,
+    which it would fault in during a measured call: megabytes of library code counted as the
+    learner's. An exec'd worker faulted in some of them while importing numpy. With every
+    file page resident in both, and in the blank worker a measurement counts from, a call's
+    peak counts what its code allocated, however its worker was started."""
+    import ctypes
+
+    madvise = libc.madvise  # type: ignore[attr-defined]
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[5].startswith("/") or "r" not in fields[1]:
+            continue  # anonymous memory, the stack and the like: nothing to read in
+        start, end = (int(part, 16) for part in fields[0].split("-"))
+        madvise(start, end - start, _MADV_POPULATE_READ)  # refused (an old kernel): as before
 
 
 def _report(status_fd: int, line: bytes) -> None:

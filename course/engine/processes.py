@@ -51,13 +51,13 @@ class Worker:
     as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
     worker's, as the keeper reports it. The keeper is forked by this process's zygote
     (``zygote``: milliseconds, numpy already imported) or, when there is none or it fails,
-    exec'd (``python -I``), as a measured worker always is; ``process`` is then a
-    ``_ForkedKeeper`` or a ``Popen``."""
+    exec'd (``python -I``); ``process`` is then a ``_ForkedKeeper`` or a ``Popen``."""
 
-    def __init__(self, scratch: Path, measured: bool = False) -> None:
+    def __init__(self, scratch: Path, measured: bool = False, may_fork: bool = True) -> None:
         """``scratch``: the worker's working folder (it may write nothing there: see
         ``sandbox``). ``measured``: a worker whose memory the grader measures (``reset_peak``,
         ``memory``): its keeper forbids it to start any other process (see ``keeper``).
+        ``may_fork`` False: exec'd, never forked by the zygote (``forked`` says which it was).
 
         What the worker prints goes to a file with no name (a memfd), and so does a call's
         inputs (``inputs``): the grader keeps their descriptors and never opens, creates or
@@ -66,10 +66,10 @@ class Worker:
         self._buffer = bytearray()
         env = worker_environment()
         self.process: subprocess.Popen | _ForkedKeeper
-        # A measured worker is always exec'd: its memory is counted from a blank measured
-        # worker's (``client._blank_resident``), and a forked worker's resident size is some
-        # megabytes below an exec'd one's (pages of the zygote it has not touched).
-        if measured or not self._start_forked(scratch, env):
+        # A measured worker makes every page of its mapped files resident before anything is
+        # measured (``keeper._fault_in_mapped_files``), and its memory is counted from a blank
+        # measured worker started the same way (``client._blank_resident``).
+        if not (may_fork and self._start_forked(scratch, env)):
             ends = self._open()
             mode = ["measured"] if measured else []
             self.process = subprocess.Popen(
@@ -85,6 +85,11 @@ class Worker:
             for fd in ends[:4]:
                 os.close(fd)
         self.import_info: dict | None = None
+
+    @property
+    def forked(self) -> bool:
+        """Whether the zygote forked this worker's keeper (else it was exec'd)."""
+        return isinstance(self.process, _ForkedKeeper)
 
     def _open(self) -> tuple[int, int, int, int, int]:
         """New pipes and files; returns the keeper's ends (request, response, control, status,
@@ -112,7 +117,7 @@ class Worker:
         if forker is None:
             return False
         ends = self._open()
-        sent = forker.order([*ends, self.output], scratch, env)
+        sent = forker.order([*ends, self.output], scratch, self.measured, env)
         for fd in ends[:4]:
             os.close(fd)
         if sent:

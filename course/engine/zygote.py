@@ -9,11 +9,10 @@ socketpair (``SOCK_SEQPACKET``: one order is one message, so processes forked fr
 which share its end, can order concurrently). It never runs anything of a learner's.
 
 An order carries the worker's six descriptors (``SCM_RIGHTS``: request, response, control and
-status pipes, the inputs file, the output file) and, as JSON, the scratch folder and the
-worker's environment: the grader's as of that worker's start (pytest changes
+status pipes, the inputs file, the output file) and, as JSON, the scratch folder, the measured
+flag and the worker's environment (the grader's as of that worker's start: pytest changes
 ``PYTEST_CURRENT_TEST`` per test, which must not cost a new zygote; ``/proc/<pid>/environ``
-still shows the zygote's, the grader's when it started the zygote). Measured workers are
-always exec'd (see ``processes.Worker``), so an order has no measured flag. The zygote forks; the
+still shows the zygote's, the grader's when it started the zygote). The zygote forks; the
 child, before anything else, closes the zygote's socket and every descriptor it was not given,
 puts the output on 1 and 2, moves to the scratch folder and a new session, writes ``K<its
 pid>`` on the status pipe and runs ``keeper.main``, as an exec'd keeper would. Nothing comes
@@ -84,10 +83,9 @@ class _Zygote:
             self.ready = True  # end of file: seen the same by every process that shares it
         return self.ready
 
-    def order(self, fds: Sequence[int], scratch: Path, env: dict[str, str]) -> bool:
-        """Send one order; False if the zygote is gone or the socket failed. (A measured worker
-        is never forked: see ``processes.Worker``.)"""
-        payload = json.dumps({"scratch": str(scratch), "env": env}).encode()
+    def order(self, fds: Sequence[int], scratch: Path, measured: bool, env: dict[str, str]) -> bool:
+        """Send one order; False if the zygote is gone or the socket failed."""
+        payload = json.dumps({"scratch": str(scratch), "measured": measured, "env": env}).encode()
         try:
             self.socket.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(_fd_array(fds)))])
         except OSError:
@@ -202,8 +200,8 @@ def _received(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     return list(fds)
 
 
-def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, dict[str, str]] | None:
-    """(scratch folder, environment) of a well-formed order, else None."""
+def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, bool, dict[str, str]] | None:
+    """(scratch folder, measured, environment) of a well-formed order, else None."""
     if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) or len(fds) != _FDS or len(set(fds)) != _FDS:
         return None
     try:
@@ -215,7 +213,7 @@ def _parse(data: bytes, fds: list[int], flags: int) -> tuple[str, dict[str, str]
     env = order.get("env")
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in (*env, *env.values())):
         return None
-    return order["scratch"], env
+    return order["scratch"], order.get("measured") is True, env
 
 
 def close_all(fds: list[int]) -> None:
@@ -227,7 +225,9 @@ def close_all(fds: list[int]) -> None:
             pass
 
 
-def _keeper(sock: socket.socket, fds: list[int], scratch: str, env: dict[str, str], libc: object) -> int:
+def _keeper(
+    sock: socket.socket, fds: list[int], scratch: str, measured: bool, env: dict[str, str], libc: object
+) -> int:
     """In the forked child: become what an exec'd keeper is, then be one (``keeper.main``)."""
     import signal
 
@@ -254,6 +254,7 @@ def _keeper(sock: socket.socket, fds: list[int], scratch: str, env: dict[str, st
     from course.engine import keeper
 
     arguments = [str(fd) for fd in (request, response, control, status, inputs)]
+    arguments += ["measured"] if measured else []
     sys.argv[:] = ["-c", *arguments]  # what an exec'd keeper's worker sees
     code = keeper.main(arguments)
     if os.getpid() == me:  # the keeper refused to start (it exits itself otherwise)
