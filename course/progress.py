@@ -73,7 +73,8 @@ def grade_many(
         if result is None:
             from course.engine.runner import grade as grade_here
 
-            result = grade_here(lessons[index], folder)
+            kept = result_cache.examples_file(lessons[index].module) if caching else None
+            result = grade_here(lessons[index], folder, examples=(kept, build) if kept else None)
             graded_here = True
         if index in missing and caching:
             result_cache.store(folder, lessons[index].module, keys[index], result)

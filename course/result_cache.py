@@ -20,7 +20,9 @@ Safe because it is only ever the learner's own convenience:
   always computed. ``COURSE_CACHE=off`` turns it off.
 
 One entry per workspace and lesson (its last graded run); results with a timeout or an error
-of the whole lesson are not kept, since another run may go otherwise.
+of the whole lesson are not kept, since another run may go otherwise. Beside the results,
+``examples_file`` names where a check graded in its own process keeps the examples of passing
+property checks (``engine.kept_examples``), under the same rules.
 """
 
 from __future__ import annotations
@@ -60,6 +62,19 @@ def folder() -> Path | None:
         return None
     results = top / "results"
     return results if private_socket.private_folder(results) else None
+
+
+def examples_file(module: str) -> Path | None:
+    """Where a cold check keeps the examples of ``module``'s passing property checks
+    (``engine.kept_examples``: trusted as this cache is, keyed by the build inside), in a
+    private folder beside the results; None if it cannot be had."""
+    from course.engine import private_socket
+
+    where = folder()
+    if where is None:
+        return None
+    examples = where.parent / "examples"
+    return examples / f"{module}.json" if private_socket.private_folder(examples) else None
 
 
 def key(source_dir: Path, module: str, build: str, tree: str | None = None) -> str | None:

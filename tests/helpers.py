@@ -21,7 +21,7 @@ LESSONS = REPO / "lessons"
 MISTAKES = REPO / "tests" / "mistakes"
 
 
-def grade_folder(folder: Path, lesson: str) -> dict:
+def grade_folder(folder: Path, lesson: str, examples: tuple[Path, str] | None = None) -> dict:
     """Grade ``folder`` as ``lesson`` in this process, as a cold check does: nested pytest
     against the trusted grading tests, the learner's code in a worker process. The result is
     what ``python -m course.engine`` prints (``grade_folder_cold``; one test compares them).
@@ -31,7 +31,7 @@ def grade_folder(folder: Path, lesson: str) -> dict:
     imported without the outer pytest's assertion rewriter (a cold check runs with
     ``--assert=plain``, so the bare asserts of grading tests must raise plain messages here
     too), and hypothesis gets its previous profile back (the grading plugin loads the
-    "grading" profile globally)."""
+    "grading" profile globally). ``examples``: see ``runner.grade``."""
     from hypothesis import settings
 
     from course.catalog import load_catalog
@@ -46,7 +46,7 @@ def grade_folder(folder: Path, lesson: str) -> dict:
     if loaded is not None and type(getattr(loaded, "__loader__", None)).__name__ == "AssertionRewritingHook":
         sys.modules.pop(stem, None)  # imported by the outer pytest, rewritten: not the grader's
     try:
-        result = grade(entry, folder)
+        result = grade(entry, folder, examples=examples)
     finally:
         sys.meta_path[:0] = rewriters
         settings.load_profile(profile)

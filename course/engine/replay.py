@@ -14,18 +14,38 @@ A replay that passes every recorded example is the pass hypothesis would have gi
 example fails, the replay is thrown away and hypothesis runs the check itself, from its first
 example, exactly as without a recording: its failure, its "Falsifying example" note and its
 status are the grade (a call that timed out during the replay is not held against that run).
-Only the grading process holds recordings; nothing is read from or written to disk.
+Recordings live in the grading process; a cold check, a process of its own every time, may
+also be handed the recordings of earlier checks kept in a file (``kept_examples``).
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-RECORDED: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (test file, node id) -> examples
+RECORDED: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (test file, check) -> examples
 COUNTS = {"recorded": 0, "replayed": 0, "handed_back": 0}  # property checks, in this process
+
+
+def within_file(nodeid: str) -> str:
+    """A check's name within its test file ("TestX::test_y[case]"): its node id starts with
+    the file's path as seen from pytest's folder, which is the grader's own and changes."""
+    return nodeid.split("::", 1)[-1]
+
+
+def recorded_in(test_file: Path) -> dict[str, list[dict[str, Any]]]:
+    """This process's recordings of ``test_file``'s checks, by name within the file."""
+    return {check: examples for (path, check), examples in RECORDED.items() if path == str(test_file)}
+
+
+def adopt(test_file: Path, checks: dict[str, list[dict[str, Any]]]) -> None:
+    """Take recordings of ``test_file``'s checks made elsewhere (see ``kept_examples``); a
+    check already recorded here keeps its own."""
+    for check, examples in checks.items():
+        RECORDED.setdefault((str(test_file), check), examples)
 
 
 class Replayer:
@@ -40,7 +60,7 @@ class Replayer:
         if handle is None or not getattr(pyfuncitem.obj, "is_hypothesis_test", False):
             return None
         fixtures = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        key = (str(pyfuncitem.path), pyfuncitem.nodeid)
+        key = (str(pyfuncitem.path), within_file(pyfuncitem.nodeid))
         examples = RECORDED.get(key)
         if examples is not None:
             if self._replay(pyfuncitem, handle.inner_test, fixtures, examples):

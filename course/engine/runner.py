@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
-from course.engine import client, integrity, misconceptions, sandbox
+from course.engine import client, integrity, kept_examples, misconceptions, sandbox
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 from course.engine.results import (
@@ -87,6 +87,22 @@ def _pytest_args(test_file: Path) -> list[str]:
     ]
 
 
+_FROZEN = [False]
+
+
+def _freeze_what_is_loaded() -> None:
+    """Once per process, before its first grade: the objects of every module loaded so far
+    (numpy, pytest, hypothesis, the course) are left out of the garbage collector's work from
+    now on (``gc.freeze``). They live as long as the process anyway, and a cold check would
+    otherwise walk them all in each full collection: one is hypothesis's, when it first seeds
+    its random generator, about 15 ms."""
+    if not _FROZEN[0]:
+        import gc
+
+        gc.freeze()
+        _FROZEN[0] = True
+
+
 def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     """Run pytest in this (trusted) process; returns what pytest printed, for grader bugs only."""
     # The environment must not reconfigure the trusted run (PYTEST_ADDOPTS, plugin autoload).
@@ -101,6 +117,8 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
 
     from course.engine import plugin as plugin_module  # holds the `lesson` fixture
     from course.engine.replay import Replayer
+
+    _freeze_what_is_loaded()
 
     # pytest (importlib mode) reuses a loaded module of the same name: a test file of the same
     # name elsewhere (the pristine copy, a maintainer's copy) must not be served from the cache.
@@ -204,6 +222,7 @@ def grade(
     test_file: Path | None = None,
     spare: tuple[Worker, Path] | None = None,
     sealed: bool = False,
+    examples: tuple[Path, str] | None = None,
 ) -> LessonResult:
     """Grade ``source_dir/<lesson.module>.py`` with the lesson's grading tests.
 
@@ -211,7 +230,9 @@ def grade(
     grader; without it a worker is started here, in parallel with pytest's start-up.
     ``sealed`` (a class's submission): the learner's code may read nothing but Python, its
     libraries and ``source_dir`` (``sandbox.readable_paths``): no reference solution, no
-    grading test, no other submission.
+    grading test, no other submission. ``examples``: a file where the examples of passing
+    property checks are kept between processes, and the course build's fingerprint it is keyed
+    by (``kept_examples``; the learner's own checks only).
     """
     from course.engine.plugin import GradingPlugin
 
@@ -235,8 +256,11 @@ def grade(
         else integrity.TrustedTests(test_file, [])
     )
     try:
+        kept = kept_examples.adopt(tests.test_file, examples) if examples else {}
         printed = _run_pytest(tests.test_file, plugin)
         result = _assemble(lesson, plugin, printed)
+        if examples:
+            kept_examples.keep(tests.test_file, examples, kept)
         result.output = learner.output()
     finally:
         learner.close()
