@@ -23,10 +23,15 @@ def main() -> None:
     sys.path[:] = [p for p in sys.path if p not in ("", ".", here)]
     from course.cli import quick
 
-    if not quick.run(sys.argv[1:]):
-        from course.cli.commands import app
+    try:
+        handled = quick.run(sys.argv[1:])
+    except SystemExit as ending:
+        quick.leave(ending.code)
+    if handled:
+        quick.leave(0)
+    from course.cli.commands import app
 
-        app()
+    app()
 
 
 def __getattr__(name: str) -> typer.Typer:

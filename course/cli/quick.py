@@ -17,7 +17,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 # Per command: its flags (spelling -> parameter) and whether it takes a lesson argument.
 # Every command also takes --workspace DIR / --workspace=DIR / -w DIR.
@@ -104,6 +104,29 @@ def run(argv: list[str]) -> bool:
         sys.stderr = _Pacified(sys.stderr)
         raise SystemExit(1) from None
     return True
+
+
+def leave(code: object) -> NoReturn:
+    """End the process now, with ``code`` as ``SystemExit`` would (None: 0, a text: printed,
+    then 1), once our output is flushed.
+
+    These commands hold no file, lock or child of theirs when they return (the state is
+    written and unlocked, workers are stopped, a warm grader started for the next check runs
+    in a session of its own), so Python's shutdown would only tear down every module they
+    loaded: about 12 ms of a warm check, more after a grade in this process (numpy, pytest,
+    hypothesis), spent after the screen is complete."""
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError as error:  # the reader of our output has gone: as typer would, quietly
+            if error.errno != errno.EPIPE:
+                raise
+            status = status or 1
+    os._exit(status)
 
 
 class _Pacified:
