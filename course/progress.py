@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from course import prefetch
 from course import state as state_file
 from course import workspace as ws
 from course.catalog import Lesson
@@ -41,42 +42,38 @@ def grade_many(
     folder: Path,
     fresh: bool = False,
     while_waiting: Callable[[], object] | None = None,
+    started: prefetch.Started | None = None,
 ) -> list[LessonResult]:
     """Grade these lessons of ``folder``: a lesson whose files and course build are what they
     were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
     others are graded by the warm grader in one request when one is running, else here (and
     one is started for the next check, see ``course.engine.server``). ``while_waiting``: the
-    caller's preparation, run while the warm grader works (see ``server.request_many``)."""
+    caller's preparation, run while the warm grader works (see ``server.request_many``).
+    ``started``: this grading, begun earlier by ``prefetch.start`` (used only if it is)."""
     from course import result_cache
     from course.engine import server
 
-    folder = Path(folder).resolve()
-    caching = result_cache.enabled() and not fresh
-    build = server.fingerprint(again=False) if caching else ""
-    tree = result_cache.tree_digest(folder) if caching else ""
-    # Keyed before grading: a file saved meanwhile must not be credited with this grade.
-    keys = [result_cache.key(folder, lesson.module, build, tree) if caching else None for lesson in lessons]
-    results: list[LessonResult | None] = [
-        result_cache.load(folder, lesson.module, digest) if caching else None
-        for lesson, digest in zip(lessons, keys, strict=True)
-    ]
-    missing = [index for index, result in enumerate(results) if result is None]
-    if missing and server.enabled():
-        modules = [lessons[index].module for index in missing]
-        answers = server.request_many(modules, folder, server.REQUEST_SECONDS, while_waiting) or []
-        for index, answer in zip(missing, answers, strict=False):
-            if answer is not None:
-                results[index] = LessonResult.from_dict(answer)
+    if started is None or not started.serves(lessons, folder, fresh):
+        if started is not None:
+            started.drop()
+        started = prefetch.start(lessons, folder, fresh)
+    folder, keys, results = started.folder, started.keys, list(started.results)
+    missing = started.missing
+    answers = server.answer(started.connection, len(missing), while_waiting) or []
+    for index, answer in zip(missing, answers, strict=False):
+        if answer is not None:
+            results[index] = LessonResult.from_dict(answer)
     graded_here = False
     done: list[LessonResult] = []
     for index, result in enumerate(results):
         if result is None:
             from course.engine.runner import grade as grade_here
 
-            kept = result_cache.examples_file(lessons[index].module) if caching else None
-            result = grade_here(lessons[index], folder, examples=(kept, build) if kept else None)
+            kept = result_cache.examples_file(lessons[index].module) if keys[index] else None
+            examples = (kept, started.build) if kept else None
+            result = grade_here(lessons[index], folder, examples=examples)
             graded_here = True
-        if index in missing and caching:
+        if index in missing and keys[index]:
             result_cache.store(folder, lessons[index].module, keys[index], result)
         done.append(result)
     if graded_here and server.enabled():
@@ -94,6 +91,7 @@ def check_many(
     lessons: Sequence[Lesson],
     fresh: bool = False,
     while_waiting: Callable[[], object] | None = None,
+    started: prefetch.Started | None = None,
 ) -> list[LessonResult]:
     """Grade these lessons of the workspace (in one request, see ``grade_many``) and remember
     the results, with a note where an earlier lesson explains a failure."""
@@ -101,7 +99,7 @@ def check_many(
     for lesson in lessons:
         before = session.state.lessons.get(lesson.module)
         resets[lesson.module] = before.recheck_after if before else ""
-    results = grade_many(lessons, session.workspace.root, fresh, while_waiting)
+    results = grade_many(lessons, session.workspace.root, fresh, while_waiting, started)
     for lesson, result in zip(lessons, results, strict=True):
         result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
         if not result.passed and not result.note and resets[lesson.module]:

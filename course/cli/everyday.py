@@ -9,8 +9,12 @@ check loads the rendering of attention maps (numpy) only when there is a picture
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from course.cli.common import lesson_or_current, open_session, show
+
+if TYPE_CHECKING:
+    from course import prefetch
 
 
 def next_(workspace: str | None = None, fresh: bool = False) -> None:
@@ -33,6 +37,7 @@ def check(
 ) -> None:
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
     passed, 1 when not."""
+    started = None if debug else _start_early(lesson, all_, workspace, fresh)
     from course import progress
 
     session = open_session(workspace)
@@ -42,7 +47,8 @@ def check(
     lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
     # The screen's code loads while the warm grader works (it is not needed for JSON).
     prepare = None if as_json else _load_screens
-    results = list(zip(lessons, progress.check_many(session, lessons, fresh, prepare), strict=True))
+    graded = progress.check_many(session, lessons, fresh, prepare, started)
+    results = list(zip(lessons, graded, strict=True))
     passed = all(result.passed for _, result in results)
     if as_json:
         import json
@@ -66,6 +72,27 @@ def check(
 
             show(maps.diagnosis(found))
     raise SystemExit(0 if passed else 1)
+
+
+def _start_early(
+    lesson: str | None, all_: bool, workspace: str | None, fresh: bool
+) -> prefetch.Started | None:
+    """The grading of the named lesson (or of every one) started before the rest of the
+    command loads (``course.prefetch``); None when the workspace or the lesson is not known
+    yet: the usual path then finds them, or says why it cannot."""
+    if lesson is None and not all_:
+        return None  # the current lesson: known from the progress state
+    from course import prefetch
+    from course import workspace as ws
+    from course.catalog import load_catalog
+
+    try:
+        found = ws.find(workspace)
+        catalog = load_catalog()
+        chosen = catalog.available() if all_ else (catalog.resolve_available(str(lesson)),)
+    except (ws.WorkspaceProblem, LookupError, OSError):
+        return None
+    return prefetch.start(chosen, found.root, fresh) if found is not None else None
 
 
 def _load_screens() -> None:

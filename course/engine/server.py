@@ -98,15 +98,38 @@ def request_many(
     not grade); None if it cannot help at all. ``while_waiting`` is called once the request is
     sent, before the answer is read (the caller's own preparation, done while the server
     grades; whatever it raises is ignored)."""
+    return answer(send(modules, source_dir, timeout), len(modules), while_waiting)
+
+
+def send(modules: list[str], source_dir: Path, timeout: float) -> socket.socket | None:
+    """The request of ``request_many``, sent: the connection its answer comes on, or None if
+    no server could take it."""
     try:
-        opened = private_socket.connect(socket_path(), timeout)
-        if opened is None:
+        connection = private_socket.connect(socket_path(), timeout)
+        if connection is None:
             return None
-        with opened as connection:
+        try:
             order = {"modules": list(modules), "source_dir": str(source_dir)}
             connection.settimeout(timeout * max(1, len(modules)))
             connection.sendall(json.dumps(order).encode() + b"\n")
             connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            connection.close()
+            return None
+        return connection
+    except (OSError, ValueError):
+        return None
+
+
+def answer(
+    connection: socket.socket | None, count: int, while_waiting: Callable[[], object] | None = None
+) -> list[dict | None] | None:
+    """The answer to a request ``send`` sent for ``count`` lessons (see ``request_many``); the
+    connection is closed. ``while_waiting`` runs first."""
+    if connection is None:
+        return None
+    try:
+        with connection:
             if while_waiting is not None:
                 try:
                     while_waiting()
@@ -115,9 +138,9 @@ def request_many(
             chunks = []
             while chunk := connection.recv(1 << 16):
                 chunks.append(chunk)
-        answer = json.loads(b"".join(chunks))
-        results = answer.get("results") if isinstance(answer, dict) else None
-        if not isinstance(results, list) or len(results) != len(modules):
+        answered = json.loads(b"".join(chunks))
+        results = answered.get("results") if isinstance(answered, dict) else None
+        if not isinstance(results, list) or len(results) != count:
             return None
         return [r if isinstance(r, dict) and "exercises" in r else None for r in results]
     except (OSError, ValueError):
