@@ -458,7 +458,10 @@ class LearnerModule:
         }
         self.mutated, self.trace = [], []
         inputs = SharedInputs(worker.inputs)
-        header["shared"] = inputs.write(arrays)  # the arrays travel in the shared file
+        shared = inputs.write(arrays)  # the arrays travel in the shared file
+        if worker.measured:  # earlier calls' inputs must not count in its resident memory
+            shared["release"] = True
+        header["shared"] = shared
         deadline = self._deadline(self.limits.call_seconds)
         try:
             worker.send(header, [])
