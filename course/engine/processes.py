@@ -38,6 +38,7 @@ def worker_environment() -> dict[str, str]:
     )
 
 
+_READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
 # The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
 _STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
@@ -154,7 +155,8 @@ class Worker:
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
         """``size`` bytes of the reply (asked for only within the reply's bounds, and at most
-        one read of 1 MiB beyond them is held)."""
+        one read of 64 KiB beyond them is held). 64 KiB is what a pipe holds; a larger read
+        costs an mmap and munmap of its buffer on every call, even for a reply of 1 KiB."""
         while len(self._buffer) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -162,7 +164,7 @@ class Worker:
             ready, _, _ = select.select([self._response], [], [], remaining)
             if not ready:
                 raise TimeoutError
-            chunk = os.read(self._response, 1 << 20)
+            chunk = os.read(self._response, _READ_BYTES)
             if not chunk:
                 raise EOFError
             self._buffer += chunk
