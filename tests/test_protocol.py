@@ -1,6 +1,7 @@
 """The wire format carries plain numeric arrays and refuses anything else."""
 
 import io
+import itertools
 import json
 import struct
 
@@ -72,3 +73,25 @@ def test_a_truncated_message_is_end_of_file():
     raw = protocol.pack({}, [np.ones(4)])[:-3]
     with pytest.raises(EOFError):
         protocol.unpack(io.BytesIO(raw).read)
+
+
+def test_a_tagged_value_has_exactly_the_keys_of_one_of_encodes_forms():
+    forms = [{"a"}, {"a", "scalar"}, {"v"}, {"t"}, {"l"}, {"d"}, {"o"}, {"o", "r"}]
+    values = {"a": 0, "scalar": False, "v": 1, "t": [], "l": [], "d": {}, "o": "x", "r": "y", "zz": 1}
+    for size in range(4):
+        for keys in itertools.combinations(values, size):
+            tagged = {key: values[key] for key in keys}
+            if set(keys) in forms:
+                protocol.decode(tagged, [np.zeros(2)])
+            else:
+                with pytest.raises(protocol.ProtocolError):
+                    protocol.decode(tagged, [np.zeros(2)])
+
+
+def test_labels_name_each_arrays_place_and_a_result_needs_none():
+    value = (np.ones(1), {"w": np.zeros(2), "n": [np.ones(3), 4]}, np.float32(2))
+    arrays, labels = [], []
+    tagged = protocol.encode(value, arrays, labels=labels, path="x")
+    assert labels == ["x[0]", "x[1]['w']", "x[1]['n'][0]", "x[2]"]
+    unlabelled: list = []
+    assert protocol.encode(value, unlabelled) == tagged and len(unlabelled) == len(arrays)
