@@ -95,3 +95,28 @@ def test_labels_name_each_arrays_place_and_a_result_needs_none():
     assert labels == ["x[0]", "x[1]['w']", "x[1]['n'][0]", "x[2]"]
     unlabelled: list = []
     assert protocol.encode(value, unlabelled) == tagged and len(unlabelled) == len(arrays)
+
+
+def outcome(check, kind, shape):
+    try:
+        dtype, checked, size = check(kind, shape)
+    except protocol.ProtocolError as problem:
+        return type(problem)
+    return dtype, checked, size
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[2, 3], [2.0, 3], [True, 3], ["2", 3], [2.5, 3], [-1, 3], [-0.0, 3], [[2], 3], [None], [], [2**40] * 2],
+)
+@pytest.mark.parametrize("kind", ["<f8", "f8", "<U3", "O", "nonsense"])
+def test_a_remembered_array_description_gets_the_answer_it_would_get_afresh(kind, shape):
+    protocol._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
+    for _ in range(2):
+        assert outcome(protocol._checked_array, kind, shape) == outcome(protocol._check_array, kind, shape)
+
+
+def test_the_remembered_array_descriptions_are_bounded():
+    for n in range(2 * protocol._CHECKED_MAX):
+        protocol._checked_array("<i4", [n])
+    assert len(protocol._CHECKED) <= protocol._CHECKED_MAX

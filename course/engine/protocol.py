@@ -200,8 +200,28 @@ def _array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     return _checked_array(kind, shape)
 
 
+# _checked_array's answers, by (dtype, *shape): a check describes the same few arrays on every
+# call. Keys are what it accepted, so a description equal to one (2.0 for 2) gets its answer.
+_CHECKED: dict[tuple, tuple[np.dtype, tuple[int, ...], int]] = {}
+_CHECKED_MAX = 256
+
+
 def _checked_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     """A numeric dtype and a sane shape, and the bytes they take."""
+    if isinstance(kind, str) and isinstance(shape, list) and len(shape) <= 32:
+        try:
+            known = _CHECKED.get((kind, *shape))
+        except TypeError:  # an unhashable item in the shape: refused below
+            known = None
+        if known is not None:
+            return known
+    checked = _check_array(kind, shape)
+    if len(_CHECKED) < _CHECKED_MAX:
+        _CHECKED[(kind, *checked[1])] = checked
+    return checked
+
+
+def _check_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     try:
         if not isinstance(kind, str) or not isinstance(shape, list) or len(shape) > 32:
             raise ProtocolError("bad array description")
