@@ -104,3 +104,12 @@ class Thing:
 )
 def test_anything_but_a_plain_function_is_left_to_inspect(function):
     assert not worker._binds(function, (1,), {})
+
+
+def test_parameters_an_inner_function_captures_are_read_like_any_other():
+    def f(a, b=1, *c, d, **e):
+        x = 1
+        return lambda: (a, d, e, x)
+
+    for args, kwargs in [((1,), {"d": 2}), ((1, 2, 3), {"d": 2, "z": 0}), ((), {"a": 1, "d": 2}), ((1,), {})]:
+        assert worker._binds(f, args, kwargs) == binds(f, args, kwargs)
