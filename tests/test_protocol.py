@@ -120,3 +120,13 @@ def test_the_remembered_array_descriptions_are_bounded():
     for n in range(2 * protocol._CHECKED_MAX):
         protocol._checked_array("<i4", [n])
     assert len(protocol._CHECKED) <= protocol._CHECKED_MAX
+
+
+def test_a_header_parsed_once_can_be_unpacked_again_unchanged():
+    raw = protocol.pack({"n": 1, "nested": {"xs": [1, 2]}}, [np.ones(2)])
+    parsed = json.loads(raw[4 : 4 + struct.unpack(">I", raw[:4])[0]])
+    before = json.dumps(parsed)
+    for _ in range(2):  # one object for the same bytes, as the worker's memo returns
+        header, arrays = protocol.unpack(io.BytesIO(raw).read, loads=lambda data: parsed)
+        assert header == {"n": 1, "nested": {"xs": [1, 2]}} and arrays[0].tolist() == [1.0, 1.0]
+    assert json.dumps(parsed) == before  # never changed by unpack

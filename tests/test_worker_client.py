@@ -112,6 +112,15 @@ def test_a_call_returns_plain_arrays_with_their_dtype(learner):
     assert out.tolist() == [0.0, 3.0, 6.0]
 
 
+def test_a_call_like_the_last_but_for_a_scalars_type_gets_that_type(learner):
+    x = np.arange(3)
+    assert learner.double(x, factor=2).dtype == np.int64
+    assert learner.double(x, factor=2).dtype == np.int64  # the same request again
+    assert learner.double(x, factor=2.0).dtype == np.float64  # equal to 2, but a float
+    assert learner.double(x, factor=True).tolist() == [0, 1, 2]
+    assert learner.double(np.arange(4), factor=2).tolist() == [0, 2, 4, 6]
+
+
 def test_tuples_dicts_and_scalars_come_back_as_data(learner):
     x, extra = learner.pair(np.ones(2))
     assert x.tolist() == [1.0, 1.0] and extra["n"] == 3 and extra["half"].tolist() == [0.5, 0.5]

@@ -248,12 +248,14 @@ def unpack(
     max_header: int = MAX_HEADER,
     max_bytes: int | None = None,
     max_arrays: int = MAX_ARRAYS,
+    loads: Callable[[bytes], Any] = json.loads,
 ) -> tuple[dict, list[np.ndarray]]:
     """Read one message with ``read(n)``; a short read is the end of the stream (EOFError).
 
     A message whose header is over ``max_header`` bytes, that announces more than ``max_arrays``
     arrays or more than ``max_bytes`` bytes in all, or that is not what it should be, raises
-    ProtocolError (TooLarge for the sizes) before anything more of it is read."""
+    ProtocolError (TooLarge for the sizes) before anything more of it is read. ``loads`` parses
+    the header's JSON; it may return one object for the same bytes again, which is not changed."""
 
     def take(n: int) -> bytes:
         data = read(n)
@@ -265,13 +267,14 @@ def unpack(
     if size > max_header:
         raise TooLarge(f"a header of {_mib(size)} announced, at most {_mib(max_header)} allowed")
     try:
-        header = json.loads(take(size))
+        header = loads(take(size))
     except RecursionError as exc:  # json nests with the C stack: a forged header can be deep
         raise ProtocolError("header nested too deeply") from exc
     except ValueError as exc:
         raise ProtocolError("header is not JSON") from exc
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise ProtocolError("header is not an object")
+    header = dict(header)  # its top level, without the arrays' descriptions
     announced = header.pop("arrays", [])
     if len(announced) > max_arrays:
         raise TooLarge(f"{len(announced):,} arrays announced, at most {max_arrays:,} allowed")
