@@ -7,6 +7,7 @@ does that, see ``keeper``: only the worker's own subtree, never anything else of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -15,8 +16,9 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -173,15 +175,20 @@ class Worker:
         return data
 
     def receive(
-        self, deadline: float, max_arrays: int = protocol.REPLY_ARRAYS
+        self,
+        deadline: float,
+        max_arrays: int = protocol.REPLY_ARRAYS,
+        loads: Callable[[bytes], Any] = json.loads,
     ) -> tuple[dict, list[np.ndarray]]:
         """One reply, within the bounds of a reply (``protocol.REPLY_*``): a reply that announces
-        more raises ``protocol.TooLarge`` before more of it is read."""
+        more raises ``protocol.TooLarge`` before more of it is read. ``loads`` parses its header
+        (see ``protocol.unpack``)."""
         return protocol.unpack(
             lambda n: self._read(n, deadline),
             max_header=protocol.REPLY_HEADER,
             max_bytes=protocol.REPLY_BYTES,
             max_arrays=max_arrays,
+            loads=loads,
         )
 
     def send(self, header: dict, arrays: list[np.ndarray]) -> None:

@@ -341,14 +341,12 @@ class _LastHeader:
     here. What it returns is only read (``_call`` and ``protocol.unpack`` change none of it)."""
 
     def __init__(self) -> None:
-        self.raw = b""
-        self.value: Any = None
+        self.last: tuple[bytes, Any] | None = None
 
     def __call__(self, raw: bytes) -> Any:
-        if raw != self.raw:
-            self.value = json.loads(raw)
-            self.raw = raw
-        return self.value
+        if self.last is None or self.last[0] != raw:
+            self.last = (raw, json.loads(raw))
+        return self.last[1]
 
 
 def main(argv: list[str]) -> int:
