@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from course.engine import client, testing
@@ -68,6 +69,12 @@ SOURCE = textwrap.dedent(
         KEPT.clear()
         return np.zeros(t)
 
+    def total(x):
+        return x.sum()
+
+    def full_with(x, t, s):
+        return full(t, s) + x[0]
+
     def in_fork(t, s):
         if os.fork() == 0:
             np.ones((t, s))
@@ -122,6 +129,13 @@ def test_memory_kept_from_an_earlier_call_counts(lesson: client.LearnerModule) -
     finally:
         lesson.measure("drop", T, S)
     assert lesson.measure("streaming", T, S).peak_bytes < 20 * MIB  # given back: counted no more
+
+
+def test_an_earlier_calls_inputs_do_not_count_in_a_later_calls_peak(lesson: client.LearnerModule) -> None:
+    big = np.ones(FULL * 8 // 10 // 8)  # mapped in the worker, in the file the inputs travel in
+    assert lesson.measure("total", big).result == big.size
+    measured = lesson.measure("full_with", np.ones(1), T, S)  # its own inputs are a few bytes
+    assert measured.peak_bytes < FULL + 40 * MIB, measured.peak_bytes / MIB
 
 
 @pytest.mark.parametrize("name", ["in_fork", "in_multiprocessing", "in_subprocess"])

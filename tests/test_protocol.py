@@ -1,6 +1,7 @@
 """The wire format carries plain numeric arrays and refuses anything else."""
 
 import io
+import itertools
 import json
 import struct
 
@@ -72,3 +73,86 @@ def test_a_truncated_message_is_end_of_file():
     raw = protocol.pack({}, [np.ones(4)])[:-3]
     with pytest.raises(EOFError):
         protocol.unpack(io.BytesIO(raw).read)
+
+
+def test_a_tagged_value_has_exactly_the_keys_of_one_of_encodes_forms():
+    forms = [{"a"}, {"a", "scalar"}, {"v"}, {"t"}, {"l"}, {"d"}, {"o"}, {"o", "r"}]
+    values = {"a": 0, "scalar": False, "v": 1, "t": [], "l": [], "d": {}, "o": "x", "r": "y", "zz": 1}
+    for size in range(4):
+        for keys in itertools.combinations(values, size):
+            tagged = {key: values[key] for key in keys}
+            if set(keys) in forms:
+                protocol.decode(tagged, [np.zeros(2)])
+            else:
+                with pytest.raises(protocol.ProtocolError):
+                    protocol.decode(tagged, [np.zeros(2)])
+
+
+def test_labels_name_each_arrays_place_and_a_result_needs_none():
+    value = (np.ones(1), {"w": np.zeros(2), "n": [np.ones(3), 4]}, np.float32(2))
+    arrays, labels = [], []
+    tagged = protocol.encode(value, arrays, labels=labels, path="x")
+    assert labels == ["x[0]", "x[1]['w']", "x[1]['n'][0]", "x[2]"]
+    unlabelled: list = []
+    assert protocol.encode(value, unlabelled) == tagged and len(unlabelled) == len(arrays)
+
+
+def outcome(check, kind, shape):
+    try:
+        dtype, checked, size = check(kind, shape)
+    except protocol.ProtocolError as problem:
+        return type(problem)
+    return dtype, checked, size
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[2, 3], [2.0, 3], [True, 3], ["2", 3], [2.5, 3], [-1, 3], [-0.0, 3], [[2], 3], [None], [], [2**40] * 2],
+)
+@pytest.mark.parametrize("kind", ["<f8", "f8", "<U3", "O", "nonsense"])
+def test_a_remembered_array_description_gets_the_answer_it_would_get_afresh(kind, shape):
+    protocol._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
+    for _ in range(2):
+        assert outcome(protocol._checked_array, kind, shape) == outcome(protocol._check_array, kind, shape)
+
+
+def test_the_remembered_array_descriptions_are_bounded():
+    for n in range(2 * protocol._CHECKED_MAX):
+        protocol._checked_array("<i4", [n])
+    assert len(protocol._CHECKED) <= protocol._CHECKED_MAX
+
+
+def test_a_header_parsed_once_can_be_unpacked_again_unchanged():
+    raw = protocol.pack({"n": 1, "nested": {"xs": [1, 2]}}, [np.ones(2)])
+    parsed = json.loads(raw[4 : 4 + struct.unpack(">I", raw[:4])[0]])
+    before = json.dumps(parsed)
+    for _ in range(2):  # one object for the same bytes, as the worker's memo returns
+        header, arrays = protocol.unpack(io.BytesIO(raw).read, loads=lambda data: parsed)
+        assert header == {"n": 1, "nested": {"xs": [1, 2]}} and arrays[0].tolist() == [1.0, 1.0]
+    assert json.dumps(parsed) == before  # never changed by unpack
+
+
+def test_the_grader_remembers_only_the_last_small_successful_reply():
+    from course.engine.client import _LastReply
+
+    memo = _LastReply()
+    ok, failed = b'{"ok": true, "result": {"v": 1}}', b'{"ok": false, "error": {}}'
+    assert memo(ok) is memo(ok) and memo(ok) == {"ok": True, "result": {"v": 1}}
+    assert memo(failed) is not memo(failed)  # an error's description is never shared
+    big = b'{"ok": true, "pad": "' + b"x" * (1 << 16) + b'"}'
+    assert memo(big) is not memo(big)
+    assert memo(ok)["result"] == {"v": 1}
+    with pytest.raises(ValueError):
+        memo(b"")  # what json.loads says, even before anything was remembered
+    assert _LastReply()(b"null") is None
+
+
+def test_the_worker_remembers_the_last_request_header_it_parsed():
+    from course.engine.worker import _LastHeader
+
+    memo = _LastHeader()
+    with pytest.raises(ValueError):
+        memo(b"")  # what json.loads says, even before anything was remembered
+    first = memo(b'{"op": "call", "args": {"t": [{"v": 2}]}}')
+    assert memo(b'{"op": "call", "args": {"t": [{"v": 2}]}}') is first
+    assert type(memo(b'{"op": "call", "args": {"t": [{"v": 2.0}]}}')["args"]["t"][0]["v"]) is float

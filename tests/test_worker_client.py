@@ -45,6 +45,9 @@ def returns_object(x):
 def returns_none(x):
     pass
 
+def echo(x, value):
+    return value
+
 def forever(x):
     while True:
         pass
@@ -110,6 +113,23 @@ def test_a_call_returns_plain_arrays_with_their_dtype(learner):
     out = learner.double(np.arange(3, dtype=np.float32), factor=3)
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
     assert out.tolist() == [0.0, 3.0, 6.0]
+
+
+def test_a_call_like_the_last_but_for_a_scalars_type_gets_that_type(learner):
+    x = np.arange(3)
+    assert learner.double(x, factor=2).dtype == np.int64
+    assert learner.double(x, factor=2).dtype == np.int64  # the same request again
+    assert learner.double(x, factor=2.0).dtype == np.float64  # equal to 2, but a float
+    assert learner.double(x, factor=True).tolist() == [0, 1, 2]
+    assert learner.double(np.arange(4), factor=2).tolist() == [0, 2, 4, 6]
+
+
+def test_replies_alike_but_for_a_values_type_or_an_arrays_values_keep_theirs(learner):
+    for value in [2, 2, 2.0, True, 2, "2", [2], (2,), None, np.float32(2), np.float64(2)]:
+        back = learner.echo(np.ones(1), value)
+        assert back == value and type(back) is type(value), (value, back)
+    for n in [1, 2, 1, 3]:
+        assert learner.double(np.full(2, n)).tolist() == [2 * n, 2 * n]
 
 
 def test_tuples_dicts_and_scalars_come_back_as_data(learner):

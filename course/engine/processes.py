@@ -7,6 +7,7 @@ does that, see ``keeper``: only the worker's own subtree, never anything else of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -15,8 +16,9 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +40,7 @@ def worker_environment() -> dict[str, str]:
     )
 
 
+_READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
 # The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
 _STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
@@ -159,7 +162,8 @@ class Worker:
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
         """``size`` bytes of the reply (asked for only within the reply's bounds, and at most
-        one read of 1 MiB beyond them is held)."""
+        one read of 64 KiB beyond them is held). 64 KiB is what a pipe holds; a larger read
+        costs an mmap and munmap of its buffer on every call, even for a reply of 1 KiB."""
         while len(self._buffer) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -167,7 +171,7 @@ class Worker:
             ready, _, _ = select.select([self._response], [], [], remaining)
             if not ready:
                 raise TimeoutError
-            chunk = os.read(self._response, 1 << 20)
+            chunk = os.read(self._response, _READ_BYTES)
             if not chunk:
                 raise EOFError
             self._buffer += chunk
@@ -176,15 +180,20 @@ class Worker:
         return data
 
     def receive(
-        self, deadline: float, max_arrays: int = protocol.REPLY_ARRAYS
+        self,
+        deadline: float,
+        max_arrays: int = protocol.REPLY_ARRAYS,
+        loads: Callable[[bytes], Any] = json.loads,
     ) -> tuple[dict, list[np.ndarray]]:
         """One reply, within the bounds of a reply (``protocol.REPLY_*``): a reply that announces
-        more raises ``protocol.TooLarge`` before more of it is read."""
+        more raises ``protocol.TooLarge`` before more of it is read. ``loads`` parses its header
+        (see ``protocol.unpack``)."""
         return protocol.unpack(
             lambda n: self._read(n, deadline),
             max_header=protocol.REPLY_HEADER,
             max_bytes=protocol.REPLY_BYTES,
             max_arrays=max_arrays,
+            loads=loads,
         )
 
     def send(self, header: dict, arrays: list[np.ndarray]) -> None:

@@ -16,6 +16,7 @@ Imports only the standard library and numpy: the worker loads it before any lear
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Callable
@@ -33,6 +34,7 @@ _ndarray, _generic, _asarray, _frombuffer, _dtype, _prod, _int64 = (
     np.prod,
     np.int64,
 )
+_product = math.prod
 
 MAX_HEADER = 16 * 1024 * 1024
 MAX_ARRAY = 512 * 1024 * 1024
@@ -73,19 +75,17 @@ def encode(
     """Tag ``value`` for JSON, appending any arrays it holds to ``arrays``.
 
     When ``labels`` is given, each array's place in ``value`` (``path``, ``path[1]``,
-    ``path['w_q']``) is appended to it, so the grader can name an argument precisely.
-    """
-
-    def add(array: np.ndarray) -> int:
-        arrays.append(array)
+    ``path['w_q']``) is appended to it, so the grader can name an argument precisely."""
+    if isinstance(value, _ndarray) and value.dtype.kind in "biufc":
+        arrays.append(value)
         if labels is not None:
             labels.append(path)
-        return len(arrays) - 1
-
-    if isinstance(value, _ndarray) and value.dtype.kind in "biufc":
-        return {"a": add(value)}
+        return {"a": len(arrays) - 1}
     if isinstance(value, _generic) and value.dtype.kind in "biufc":
-        return {"a": add(_asarray(value)), "scalar": True}
+        arrays.append(_asarray(value))
+        if labels is not None:
+            labels.append(path)
+        return {"a": len(arrays) - 1, "scalar": True}
     if value is None or isinstance(value, (bool, int, float, str)):
         if isinstance(value, str) and len(value) > 10_000:
             return {"o": "str", "r": value[:200]}
@@ -94,6 +94,8 @@ def encode(
         return {"v": value}
     if depth < MAX_DEPTH and isinstance(value, (tuple, list)) and len(value) <= MAX_ITEMS:
         tag = "t" if isinstance(value, tuple) else "l"
+        if labels is None:  # no places to name: no paths to build (a result's encoding)
+            return {tag: [encode(item, arrays, depth + 1) for item in value]}
         return {
             tag: [encode(item, arrays, depth + 1, labels, f"{path}[{i}]") for i, item in enumerate(value)]
         }
@@ -103,6 +105,8 @@ def encode(
         and len(value) <= MAX_ITEMS
         and all(isinstance(key, str) for key in value)
     ):
+        if labels is None:
+            return {"d": {key: encode(item, arrays, depth + 1) for key, item in value.items()}}
         return {
             "d": {
                 key: encode(item, arrays, depth + 1, labels, f"{path}[{key!r}]")
@@ -121,13 +125,16 @@ def describe(value: Any) -> dict:
     return {"o": type(value).__name__[:100], "r": text[:200]}
 
 
-_FORMS = ({"a"}, {"a", "scalar"}, {"v"}, {"t"}, {"l"}, {"d"}, {"o"}, {"o", "r"})
+# The sets of keys a tagged value may have: one tag alone, or one of the two pairs.
+_SINGLE_TAGS, _PAIRED_TAGS = frozenset(("a", "v", "t", "l", "d", "o")), ({"a", "scalar"}, {"o", "r"})
 
 
 def decode(tagged: Any, arrays: list[np.ndarray], depth: int = 0) -> Any:
     """Inverse of ``encode``; raises ProtocolError on anything malformed (an unknown tag, a value
     of the wrong type, too many items, too deep, an array index that is not there)."""
-    if not isinstance(tagged, dict) or set(tagged) not in _FORMS or depth > MAX_DEPTH + 1:
+    if not isinstance(tagged, dict) or depth > MAX_DEPTH + 1:
+        raise ProtocolError("malformed value")
+    if not (next(iter(tagged)) in _SINGLE_TAGS if len(tagged) == 1 else tagged.keys() in _PAIRED_TAGS):
         raise ProtocolError("malformed value")
     if "a" in tagged:
         index = tagged["a"]
@@ -185,22 +192,48 @@ def read_exact(fd: int, size: int) -> bytes:
 
 
 def _array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
-    """Validate one array description from the other side: a numeric dtype and a sane shape."""
+    """Validate one array description from the other side, ``[dtype, shape]``."""
     try:
         kind, shape = spec
+    except Exception as exc:  # noqa: BLE001 - not a pair, or a pair that fails to unpack
+        raise ProtocolError("bad array description") from exc
+    return _checked_array(kind, shape)
+
+
+# _checked_array's answers, by (dtype, *shape): a check describes the same few arrays on every
+# call. Keys are what it accepted, so a description equal to one (2.0 for 2) gets its answer.
+_CHECKED: dict[tuple, tuple[np.dtype, tuple[int, ...], int]] = {}
+_CHECKED_MAX = 256
+
+
+def _checked_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
+    """A numeric dtype and a sane shape, and the bytes they take."""
+    if isinstance(kind, str) and isinstance(shape, list) and len(shape) <= 32:
+        try:
+            known = _CHECKED.get((kind, *shape))
+        except TypeError:  # an unhashable item in the shape: refused below
+            known = None
+        if known is not None:
+            return known
+    checked = _check_array(kind, shape)
+    if len(_CHECKED) < _CHECKED_MAX:
+        _CHECKED[(kind, *checked[1])] = checked
+    return checked
+
+
+def _check_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
+    try:
         if not isinstance(kind, str) or not isinstance(shape, list) or len(shape) > 32:
             raise ProtocolError("bad array description")
         dtype = _dtype(kind)
-        shape = tuple(int(n) for n in shape)
+        shape = tuple(map(int, shape))
     except ProtocolError:
         raise
     except Exception as exc:  # noqa: BLE001 - numpy's refusals of a forged dtype vary
         raise ProtocolError("bad array description") from exc
     if dtype.kind not in "biufc" or dtype.hasobject or min(shape, default=0) < 0:
         raise ProtocolError("unsupported array")
-    size = dtype.itemsize
-    for n in shape:  # Python ints: a forged shape cannot overflow into a small size
-        size *= n
+    size = dtype.itemsize * _product(shape)  # Python ints: a forged shape cannot overflow
     if size > MAX_ARRAY:
         raise TooLarge(f"an array of {_mib(size)} announced, at most {_mib(MAX_ARRAY)} allowed")
     return dtype, shape, size
@@ -215,12 +248,14 @@ def unpack(
     max_header: int = MAX_HEADER,
     max_bytes: int | None = None,
     max_arrays: int = MAX_ARRAYS,
+    loads: Callable[[bytes], Any] = json.loads,
 ) -> tuple[dict, list[np.ndarray]]:
     """Read one message with ``read(n)``; a short read is the end of the stream (EOFError).
 
     A message whose header is over ``max_header`` bytes, that announces more than ``max_arrays``
     arrays or more than ``max_bytes`` bytes in all, or that is not what it should be, raises
-    ProtocolError (TooLarge for the sizes) before anything more of it is read."""
+    ProtocolError (TooLarge for the sizes) before anything more of it is read. ``loads`` parses
+    the header's JSON; it may return one object for the same bytes again, which is not changed."""
 
     def take(n: int) -> bytes:
         data = read(n)
@@ -232,13 +267,14 @@ def unpack(
     if size > max_header:
         raise TooLarge(f"a header of {_mib(size)} announced, at most {_mib(max_header)} allowed")
     try:
-        header = json.loads(take(size))
+        header = loads(take(size))
     except RecursionError as exc:  # json nests with the C stack: a forged header can be deep
         raise ProtocolError("header nested too deeply") from exc
     except ValueError as exc:
         raise ProtocolError("header is not JSON") from exc
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise ProtocolError("header is not an object")
+    header = dict(header)  # its top level, without the arrays' descriptions
     announced = header.pop("arrays", [])
     if len(announced) > max_arrays:
         raise TooLarge(f"{len(announced):,} arrays announced, at most {max_arrays:,} allowed")
@@ -286,7 +322,7 @@ def shared_views(buffer: Any, specs: Any) -> list[np.ndarray]:
     for spec in specs[:10_000]:
         if not (isinstance(spec, list) and len(spec) == 3 and type(spec[2]) is int and spec[2] >= 0):
             raise ProtocolError("bad shared array description")
-        dtype, shape, nbytes = _array_spec(spec[:2])
+        dtype, shape, nbytes = _checked_array(spec[0], spec[1])
         if spec[2] + nbytes > len(buffer):
             raise ProtocolError("shared array outside the file")
         count = nbytes // dtype.itemsize
