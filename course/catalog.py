@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from course import resources
 
 CATALOG_FILE = Path(__file__).with_name("catalog.toml")
 
 
-@dataclass(frozen=True)
-class Exercise:
+class Exercise(NamedTuple):
     name: str
     summary: str
     hints: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Lesson:
+class Lesson(NamedTuple):
     id: str
     module: str
     title: str
@@ -73,8 +71,7 @@ class Lesson:
         return next((e for e in self.exercises if e.name == name), None)
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(NamedTuple):
     title: str
     version: str
     lessons: tuple[Lesson, ...]

@@ -30,11 +30,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from stat import S_ISREG
+from typing import TYPE_CHECKING
 
-from course.engine.results import ERROR, TIMEOUT, LessonResult
+if TYPE_CHECKING:  # loaded when an entry is read or written: a check sends its request first
+    from course.engine.results import LessonResult
 
 SCHEMA = 1
 ENTRY_LIMIT = 4 * 2**20  # an entry larger than this is not ours: ignored unread
@@ -133,6 +134,8 @@ def load(source_dir: Path, module: str, digest: str | None) -> LessonResult | No
         data = json.loads(raw) if len(raw) <= ENTRY_LIMIT else None
         if not isinstance(data, dict) or data.get("key") != digest:
             return None
+        from course.engine.results import LessonResult
+
         result = LessonResult.from_dict(data["result"])
         return result if result.lesson == module and keepable(result) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -141,6 +144,8 @@ def load(source_dir: Path, module: str, digest: str | None) -> LessonResult | No
 
 def keepable(result: LessonResult) -> bool:
     """A grade that another run would give again: no timeout, no error of the whole lesson."""
+    from course.engine.results import ERROR, TIMEOUT
+
     return result.status not in (ERROR, TIMEOUT) and result.counts()[TIMEOUT] == 0
 
 
@@ -155,6 +160,8 @@ def store(source_dir: Path, module: str, digest: str | None, result: LessonResul
         return
     data = {"key": digest, "result": result.to_dict()}
     try:
+        import tempfile
+
         handle, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".part")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(json.dumps(data))  # one C-encoded string: dump() writes piece by piece

@@ -8,9 +8,8 @@ overwriting a file the learner already has.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from course.catalog import Catalog, Lesson
 
@@ -22,8 +21,7 @@ class WorkspaceProblem(Exception):
     """A workspace that cannot be found or used; the message tells the learner what to do."""
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(NamedTuple):
     root: Path
 
     @property
@@ -107,6 +105,8 @@ def backup(workspace: Workspace, lesson: Lesson) -> Path | None:
     import shutil
 
     workspace.backups.mkdir(parents=True, exist_ok=True)
+    from datetime import datetime
+
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     target = workspace.backups / f"{lesson.module}-{stamp}.py"
     shutil.copy2(source, target)

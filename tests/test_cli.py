@@ -1,6 +1,5 @@
 """The `course` command as a learner uses it: in a subprocess, without a terminal."""
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -154,7 +153,7 @@ def with_a_future_lesson(monkeypatch) -> str:
         goals=("Wait for it.",),
         exercises=(Exercise("later", "later()", ("a", "b")),),
     )
-    catalog = dataclasses.replace(real, lessons=real.lessons + (future,))
+    catalog = real._replace(lessons=real.lessons + (future,))
     monkeypatch.setattr(session, "load_catalog", lambda: catalog)  # what open_session reads
     return future.id
 

@@ -16,10 +16,22 @@ import os
 import socket
 import stat
 import struct
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 PATH_LIMIT = 100  # AF_UNIX paths are limited to about 108 bytes
+
+
+def _bases() -> Iterator[str]:
+    """Where our folder may be, in order: $XDG_RUNTIME_DIR, the temporary folder, /tmp (the
+    temporary folder is looked up only when needed: a check need not import ``tempfile``)."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        yield os.environ["XDG_RUNTIME_DIR"]
+    import tempfile
+
+    if tempfile.gettempdir():
+        yield tempfile.gettempdir()
+    yield "/tmp"
 
 
 def socket_in_private_folder(name: str) -> Path | None:
@@ -28,8 +40,7 @@ def socket_in_private_folder(name: str) -> Path | None:
     nothing."""
     if not hasattr(socket, "SO_PEERCRED"):
         return None
-    bases = [base for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()) if base]
-    for base in [*bases, "/tmp"]:
+    for base in _bases():
         folder = Path(base) / f"attention-course-{os.getuid()}"
         if len(str(folder / name)) < PATH_LIMIT:
             break

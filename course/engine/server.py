@@ -33,7 +33,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -245,6 +244,8 @@ def _ready_child(listener: socket.socket, notify: int) -> None:
     # place and the scratch folder is recorded, so a stop never leaves that folder behind. It is
     # unblocked before the spare worker starts: its keeper must not inherit the blocked signal.
     signal.signal(signal.SIGTERM, retire)
+    import tempfile
+
     scratch = Path(tempfile.mkdtemp(prefix="course-"))
     folders.append(scratch)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
