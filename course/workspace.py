@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
-from course.catalog import Catalog, Lesson
+from course.catalog import Catalog, Lesson, Record
 
 MARKER = ".course"
 DEFAULT_NAME = "workspace"
@@ -21,8 +20,12 @@ class WorkspaceProblem(Exception):
     """A workspace that cannot be found or used; the message tells the learner what to do."""
 
 
-class Workspace(NamedTuple):
+class Workspace(Record):
+    __slots__ = ("root",)
     root: Path
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
 
     @property
     def course_dir(self) -> Path:

@@ -95,3 +95,46 @@ def test_a_malformed_catalog_is_refused_in_one_line_that_says_where(break_it, wo
 
 def test_the_shipped_catalog_is_valid():
     assert _parse(catalog_data()) == CATALOG
+
+
+def test_the_catalog_is_read_from_its_json_copy_only_while_the_toml_is_unchanged(tmp_path, monkeypatch):
+    """The TOML's data is kept as JSON in __pycache__ with the TOML's digest; a copy with
+    another digest, or one that is not ours, is ignored and written afresh."""
+    import hashlib
+    import json
+    import pickle
+    import sys
+
+    from course import catalog as catalog_module
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    toml = tmp_path / "catalog.toml"
+    toml.write_bytes(catalog_module.CATALOG_FILE.read_bytes())
+    copy = tmp_path / "__pycache__" / "catalog.toml.json"
+    first = catalog_module._data(toml)
+    assert json.loads(copy.read_text())["digest"] == hashlib.sha256(toml.read_bytes()).hexdigest()
+    kept = json.loads(copy.read_text())
+    kept["data"]["course"]["title"] = "Read from the copy"
+    copy.write_text(json.dumps(kept))
+    assert catalog_module._data(toml)["course"]["title"] == "Read from the copy"
+    toml.write_bytes(toml.read_bytes() + b"\n# edited\n")  # another TOML: the copy is stale
+    assert catalog_module._data(toml) == first
+    assert json.loads(copy.read_text())["digest"] == hashlib.sha256(toml.read_bytes()).hexdigest()
+    for garbage in (b"not json", b"[]", b'{"digest": 1}'):
+        copy.write_bytes(garbage)
+        assert catalog_module._data(toml) == first
+    copy.unlink()
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as Python writes no bytecode then
+    assert catalog_module._data(toml) == first and not copy.exists()
+    parsed = catalog_module._parse(first)
+    assert pickle.loads(pickle.dumps(parsed)) == parsed
+
+
+def test_catalog_records_are_read_only_values():
+    lesson = load_catalog().lessons[0]
+    same = lesson._replace()
+    assert same == lesson and hash(same) == hash(lesson) and same is not lesson
+    assert lesson._replace(title="other") != lesson
+    assert "module='l01_projections'" in repr(lesson)
+    with pytest.raises(AttributeError):
+        lesson.title = "changed"

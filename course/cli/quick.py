@@ -17,7 +17,11 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 # Per command: its flags (spelling -> parameter) and whether it takes a lesson argument.
 # Every command also takes --workspace DIR / --workspace=DIR / -w DIR.
