@@ -226,3 +226,38 @@ def test_only_a_learners_cached_check_keeps_examples(tmp_path, monkeypatch):
     assert path == result_cache.examples_file(LESSON)
     assert path.parent.parent == tmp_path / "cache" / "attention-course" and build
     assert given[1:] == [None, None]
+
+
+WRITER = """
+
+def _overwrite_kept_examples():
+    import os
+    from pathlib import Path
+
+    kept = Path(os.environ["XDG_CACHE_HOME"]) / "attention-course" / "examples" / "l03_attention.json"
+    try:
+        kept.write_text('{"key": "forged", "checks": {}}')
+    except OSError as problem:
+        print("refused:", type(problem).__name__)
+
+
+_real_attention = scaled_dot_product_attention
+
+
+def scaled_dot_product_attention(*args, **kwargs):
+    _overwrite_kept_examples()
+    return _real_attention(*args, **kwargs)
+"""
+
+
+def test_learner_code_cannot_write_the_kept_examples(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE", "on")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())
+    assert progress.grade(lesson(), folder).passed  # writes the kept examples
+    kept = result_cache.examples_file(LESSON)
+    written = kept.read_bytes()
+    (folder / f"{LESSON}.py").write_text((SOLUTIONS / f"{LESSON}.py").read_text() + WRITER)
+    result = progress.grade(lesson(), folder)
+    assert "refused" in result.output and result.passed
+    assert kept.read_bytes() == written
