@@ -24,11 +24,11 @@ Every worker, before anything of the learner's runs, installs a seccomp filter o
 fork (see ``_install_filter``): it may create no socket of any family, so it talks to the grader
 through its pipes only and reaches neither the warm grader's socket nor the network. A worker
 started for measuring memory (a sixth argument ``measured``) may also start no other process:
-fork, vfork, clone without a shared address space, clone3 and exec are refused; and before the
-worker starts, every page of every file it has mapped is made resident, so that no measurement
-counts library pages (``_fault_in_mapped_files``). Its threads
+fork, vfork, clone without a shared address space, clone3 and exec are refused. Its threads
 share its memory, so the kernel's count of its resident memory (read by the grader in ``/proc``)
-is all the memory the learner's code can hold.
+is all the memory the learner's code can hold; and before the worker starts, every page of every
+file it has mapped is made resident, so that no measurement counts library pages
+(``_fault_in_mapped_files``).
 
 The fifth argument is the descriptor of the call inputs' file (a memfd the grader made, see
 ``client.SharedInputs``): only the worker keeps it.

@@ -37,7 +37,8 @@ def _queue(order: Sequence[int]) -> int:
     """A pipe holding ``order`` (closed for writing): the read end, shared by every process."""
     read, write = os.pipe()
     payload = b"".join(index.to_bytes(_ENTRY, "little") for index in order)
-    assert len(payload) <= select.PIPE_BUF  # written whole, so no reader sees part of an entry
+    if len(payload) > select.PIPE_BUF:  # written whole, so no reader sees part of an entry
+        raise ValueError(f"{len(order)} lessons are more than one request may queue")
     os.write(write, payload)
     os.close(write)
     return read
