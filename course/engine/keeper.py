@@ -31,7 +31,7 @@ share its memory, so the kernel's count of its resident memory (read by the grad
 is all the memory the learner's code can hold.
 
 The fifth argument is the descriptor of the call inputs' file (a memfd the grader made, see
-``client.SharedInputs``): only the worker keeps it.
+``call_checks.SharedInputs``): only the worker keeps it.
 
 Standard library only, and nothing heavy before the fork: the worker start is on the critical
 path of a cold check.
