@@ -216,21 +216,21 @@ class _Worker:
         self, lesson: Lesson, plan: Plan, dims: dict[str, int], probe: bool, kind: str, module: str
     ) -> Row:
         """Time ``kind`` at ``dims``: the function of the lesson file ``module``."""
-        from course.engine import client
+        from course.engine import learner_errors
 
         name = FULL_FUNCTION if kind == "full" else plan.function
         # Each size gets the call limit; the limit of a whole check does not apply to a bench.
         self.module.deadline = time.monotonic() + self.module.limits.run_seconds
         try:
             reply = self.module.run(kind, dims, module, budget=BUDGET, memory=plan.kind == "online")
-        except client.LearnerTimeout:
+        except learner_errors.LearnerTimeout:
             limit = self.module.limits.call_seconds
             raise BenchProblem(
                 f"{name} ({self.impl}) took longer than the bench's {limit:g} s at {size_label(dims)} "
                 "(a warm-up call and at least 3 timed ones): try smaller --sizes, or look for a loop "
                 "that never ends."
             ) from None
-        except client.LearnerProblem as problem:
+        except learner_errors.LearnerProblem as problem:
             raise BenchProblem(
                 f"{name} ({self.impl}) failed in the bench at {size_label(dims)}: {problem}"
             ) from None

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from course.catalog import load_catalog
-from course.engine import client
+from course.engine import client, learner_errors
+from course.engine.limits import Limits
 from course.engine.processes import Worker
 from tests.helpers import SOLUTIONS
 
@@ -118,7 +119,7 @@ def hop(marker, chains, seconds):
 @pytest.fixture
 def learner(tmp_path):
     (tmp_path / "l00_fenced.py").write_text(LEARNER)
-    module = client.LearnerModule(tmp_path, "l00_fenced", client.Limits(call_seconds=2.0))
+    module = client.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=2.0))
     yield module
     module.close()
 
@@ -206,11 +207,11 @@ def test_processes_that_keep_changing_their_pid_are_all_killed_when_the_check_en
     process is seen only now and then by a scan of /proc, so the scans go on until the
     chains would have stopped hopping, and the sleepers are looked for after that."""
     (tmp_path / "l00_fenced.py").write_text(LEARNER)
-    module = client.LearnerModule(tmp_path, "l00_fenced", client.Limits(call_seconds=1.0))
+    module = client.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=1.0))
     marker = f"HOPPER-{os.getpid()}-{time.monotonic_ns()}"
     started = time.monotonic()
     try:
-        with pytest.raises(client.LearnerTimeout):
+        with pytest.raises(learner_errors.LearnerTimeout):
             module.hop(marker, 4, 2.5)
     finally:
         module.close()

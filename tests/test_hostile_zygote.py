@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from course.engine import client, processes, zygote
+from course.engine import client, measured, processes, zygote
+from course.engine.limits import Limits
 
 LEARNER = """
 import os, signal, stat
@@ -80,7 +81,7 @@ def warm_zygote() -> zygote._Zygote:
 
 
 def module(folder, seconds=2.0):
-    return client.LearnerModule(folder, "l00_nosy", client.Limits(call_seconds=seconds))
+    return client.LearnerModule(folder, "l00_nosy", Limits(call_seconds=seconds))
 
 
 def forked(learner: client.LearnerModule) -> bool:
@@ -257,8 +258,6 @@ def test_a_measured_worker_counts_its_memory_from_a_blank_worker_started_the_sam
     """A forked worker's resident size is megabytes below an exec'd one's: measuring one against
     the other would let a learner's peak look smaller than it is (or an honest one larger). So
     the blank a measurement counts from is a worker started the same way."""
-    from course.engine.limits import Limits
-
     warm_zygote()
     limits = Limits()
     (tmp_path / "course_empty.py").write_text("", encoding="utf-8")
@@ -271,7 +270,7 @@ def test_a_measured_worker_counts_its_memory_from_a_blank_worker_started_the_sam
     finally:
         worker.kill()
         worker.close_files()
-    blank = client._blank_resident(limits, forked)
+    blank = measured.blank_resident(limits, forked)
     assert blank is not None
     assert abs(resident - blank) < 2 * 1024**2
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.engine import client, testing
+from course.engine import client, learner_errors, testing
+from course.engine.limits import Limits
 
 T, S = 64, 200_000  # a (T, S) float64 array: 97.7 MiB
 FULL = T * S * 8
@@ -98,7 +99,7 @@ SOURCE = textwrap.dedent(
 def lesson(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.LearnerModule]:
     folder: Path = tmp_path_factory.mktemp("measured")
     (folder / "l00_memory.py").write_text(SOURCE, encoding="utf-8")
-    module = client.LearnerModule(folder, "l00_memory", client.Limits(call_seconds=20.0))
+    module = client.LearnerModule(folder, "l00_memory", Limits(call_seconds=20.0))
     yield module
     module.close()
 
@@ -140,5 +141,5 @@ def test_an_earlier_calls_inputs_do_not_count_in_a_later_calls_peak(lesson: clie
 
 @pytest.mark.parametrize("name", ["in_fork", "in_multiprocessing", "in_subprocess"])
 def test_a_measured_call_may_not_start_another_process(lesson: client.LearnerModule, name: str) -> None:
-    with pytest.raises(client.LearnerError, match="may not start other processes"):
+    with pytest.raises(learner_errors.LearnerError, match="may not start other processes"):
         lesson.measure(name, T, S)

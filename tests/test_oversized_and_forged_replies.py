@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from course.engine import client, plugin, protocol
+from course.engine import call_checks, learner_errors, plugin, protocol
 from course.engine.results import ERROR
 from tests.helpers import SOLUTIONS, grade_folder
 from tests.test_hostile_learners import parse
@@ -134,5 +134,7 @@ def test_a_malformed_reply_is_the_learners_error_never_the_graders():
     problem = protocol.ProtocolError("header nested too deeply")
     status, text = plugin.classify(problem)
     assert status == ERROR and "not your fault" not in text and "malformed" in text
-    status, text = plugin.classify(client.LearnerError(client.malformed_reply(protocol.TooLarge("x"))))
+    status, text = plugin.classify(
+        learner_errors.LearnerError(call_checks.malformed_reply(protocol.TooLarge("x")))
+    )
     assert status == ERROR and "too large" in text

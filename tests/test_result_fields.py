@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from course.catalog import load_catalog
-from course.engine import client, plugin, runner, worker
+from course.engine import learner_errors, plugin, runner, worker
 from course.engine.results import ERROR, LessonResult
 from tests.helpers import SOLUTIONS, grade_folder, solutions_with, solutions_with_mistake
 
@@ -135,10 +135,9 @@ def test_the_learners_defaults_and_annotations_are_not_evaluated_again():
 
 
 def test_a_forged_signature_mismatch_can_only_fail_a_check():
-    module = client.LearnerModule.__new__(client.LearnerModule)
-    module.module = "l01_projections"
     forged = {"type": "SignatureMismatch", "message": "anything", "signature": "(x)", "frames": []}
-    problem = module._problem(forged, "linear")
-    assert isinstance(problem, client.SignatureMismatch) and isinstance(problem, client.LearnerError)
+    problem = learner_errors.problem_for(forged, "linear", "l01_projections", [], 2**30)
+    assert isinstance(problem, learner_errors.SignatureMismatch)
+    assert isinstance(problem, learner_errors.LearnerError)
     assert problem.kind == "SignatureMismatch" and problem.function == "linear"
     assert plugin.classify(problem) == (ERROR, "TypeError: anything")

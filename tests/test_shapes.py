@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from course.catalog import load_catalog
-from course.engine.client import checked_trace
+from course.engine.call_checks import checked_trace
 from course.engine.shapes import compare, letters, plan_of, shape_trace
 from tests.helpers import SOLUTIONS, solutions_with, solutions_with_mistake
 

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from course.engine import client
+from course.engine import client, learner_errors
+from course.engine.limits import Limits
 from course.engine.protocol import Opaque
 
 LEARNER = """
@@ -104,7 +105,7 @@ def truncates_its_inputs(x):
 def learner(tmp_path):
     (tmp_path / "l00_demo.py").write_text(LEARNER)
     (tmp_path / "l00_earlier.py").write_text("def helper(x):\n    raise NotImplementedError\n")
-    module = client.LearnerModule(tmp_path, "l00_demo", client.Limits(call_seconds=1.0))
+    module = client.LearnerModule(tmp_path, "l00_demo", Limits(call_seconds=1.0))
     yield module
     module.close()
 
@@ -144,12 +145,12 @@ def test_objects_that_are_not_data_come_back_described(learner):
 
 
 def test_a_stub_is_reported_as_not_started(learner):
-    with pytest.raises(client.NotStarted):
+    with pytest.raises(learner_errors.NotStarted):
         learner.stub(np.ones(1))
 
 
 def test_a_stub_in_an_earlier_lesson_is_named(learner):
-    with pytest.raises(client.DependencyNotReady, match="l00_earlier.py") as caught:
+    with pytest.raises(learner_errors.DependencyNotReady, match="l00_earlier.py") as caught:
         learner.uses_earlier(np.ones(1))
     assert caught.value.module == "l00_earlier"
 
@@ -188,7 +189,7 @@ def test_the_grader_reads_the_inputs_back_itself_whatever_the_worker_says(learne
 
 
 def test_an_exception_shows_the_learners_line_and_message(learner):
-    with pytest.raises(client.LearnerError) as caught:
+    with pytest.raises(learner_errors.LearnerError) as caught:
         learner.raises(np.ones(1))
     message = str(caught.value)
     assert "l00_demo.py, line" in message and "np.zeros(3) @ np.zeros(4)" in message
@@ -196,16 +197,16 @@ def test_an_exception_shows_the_learners_line_and_message(learner):
 
 
 def test_a_missing_function_is_named(learner):
-    with pytest.raises(client.LearnerError, match="no function named `renamed`"):
+    with pytest.raises(learner_errors.LearnerError, match="no function named `renamed`"):
         learner.renamed(np.ones(1))
 
 
 def test_an_endless_loop_times_out_and_the_next_call_gets_a_fresh_worker(learner):
     started = time.monotonic()
-    with pytest.raises(client.LearnerTimeout, match="did not return within 1 s"):
+    with pytest.raises(learner_errors.LearnerTimeout, match="did not return within 1 s"):
         learner.forever(np.ones(1))
     assert time.monotonic() - started < 3
-    with pytest.raises(client.LearnerTimeout, match="earlier call"):
+    with pytest.raises(learner_errors.LearnerTimeout, match="earlier call"):
         learner.forever(np.ones(1))  # not run again
     assert learner.double(np.ones(1)).tolist() == [2.0]
 
@@ -225,7 +226,7 @@ def living_members(group: int) -> list[int]:
 
 
 def test_a_timeout_kills_children_the_learner_started(learner):
-    with pytest.raises(client.LearnerTimeout):
+    with pytest.raises(learner_errors.LearnerTimeout):
         learner.leaves_a_child(np.ones(1))
     group = learner.workers[0].pid  # the worker leads its own process group
     assert group is not None and group != learner.workers[0].process.pid
@@ -236,7 +237,7 @@ def test_a_timeout_kills_children_the_learner_started(learner):
 
 
 def test_a_process_exit_is_an_error_not_a_pass(learner):
-    with pytest.raises(client.LearnerError, match="exit code 0"):
+    with pytest.raises(learner_errors.LearnerError, match="exit code 0"):
         learner.exits(np.ones(1))
     assert learner.double(np.ones(1)).tolist() == [2.0]
 
@@ -260,7 +261,7 @@ def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
         report = module.import_report()
     finally:
         module.close()
-    message = client.format_learner_error(report["error"])
+    message = learner_errors.format_learner_error(report["error"])
     assert not report["ok"] and "l00_broken.py, line 3" in message
     assert "def f(x:" in message and "^" in message
 
@@ -298,7 +299,7 @@ def escape_and_sleep(marker):
 @pytest.fixture
 def confined(tmp_path):
     (tmp_path / "l00_confined.py").write_text(CONFINED)
-    module = client.LearnerModule(tmp_path, "l00_confined", client.Limits(call_seconds=2.0))
+    module = client.LearnerModule(tmp_path, "l00_confined", Limits(call_seconds=2.0))
     if not module.import_report().get("sandbox"):
         module.close()
         pytest.skip("this kernel has no Landlock")
@@ -309,18 +310,18 @@ def confined(tmp_path):
 def test_learner_code_cannot_write_any_file_not_even_in_its_scratch_folder(confined, tmp_path):
     target = tmp_path / "l00_confined.py"
     before = target.read_text()
-    with pytest.raises(client.LearnerError, match="PermissionError"):
+    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
         confined.write_outside(str(target))
     assert target.read_text() == before
-    with pytest.raises(client.LearnerError, match="may write no file"):
+    with pytest.raises(learner_errors.LearnerError, match="may write no file"):
         confined.write_inside()
     assert os.listdir(confined.scratch) == []
 
 
 def test_learner_code_cannot_signal_the_grader_or_open_connections(confined):
-    with pytest.raises(client.LearnerError, match="PermissionError"):
+    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
         confined.signal_the_grader()
-    with pytest.raises(client.LearnerError, match="PermissionError"):
+    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
         confined.connect()
 
 

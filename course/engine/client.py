@@ -2,82 +2,37 @@
 
 Grading tests never touch learner code directly. They call ``lesson.linear(x, w, b)`` on a
 ``LearnerModule``; the call travels to a worker process as plain arrays and the answer comes back
-as plain arrays, or as one of the exceptions below, which the reporting plugin turns into a status.
-A worker that hangs is killed with everything it started (by its keeper, see ``keeper``); the
-next call starts a fresh one. Nothing else of the caller's is touched: the caller is never made
-a subreaper, and only the workers' own subtrees are killed.
+as plain arrays, or as one of the exceptions of ``learner_errors``, which the reporting plugin
+turns into a status. Every reply is checked before it is used (``call_checks``); a measured call
+(``LearnerModule.measure``) runs in a worker of its own (``measured``). A worker that hangs is
+killed with everything it started (by its keeper, see ``keeper``); the next call starts a fresh
+one. Nothing else of the caller's is touched: the caller is never made a subreaper, and only the
+workers' own subtrees are killed.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from course.engine import protocol, upstream
+from course.engine import protocol
+from course.engine.call_checks import LAST_REPLY, SharedInputs, check_reply, checked_trace, malformed_reply
+from course.engine.learner_errors import (
+    ImportFailed,
+    LearnerError,
+    LearnerTimeout,
+    format_learner_error,
+    problem_for,
+)
 from course.engine.limits import Limits
+from course.engine.measured import Measurement, blank_resident
 from course.engine.processes import Worker
-
-
-class LearnerProblem(Exception):
-    """Base of everything that went wrong on the learner's side of a call."""
-
-
-class NotStarted(LearnerProblem):
-    """The learner's function still raises NotImplementedError."""
-
-
-class DependencyNotReady(LearnerProblem):
-    """The function called an earlier lesson's function that is not implemented yet."""
-
-    def __init__(self, message: str, module: str) -> None:
-        super().__init__(message)
-        self.module = module
-
-
-class LearnerError(LearnerProblem):
-    """The learner's code raised, returned something unusable, or broke the worker.
-
-    ``kind`` and ``text`` are the learner's exception type and message when there was one.
-    """
-
-    def __init__(self, message: str, info: dict | None = None) -> None:
-        super().__init__(message)
-        self.kind = str((info or {}).get("type", ""))
-        self.text = str((info or {}).get("message", ""))
-        self.frames: list[dict] = list((info or {}).get("frames", []))
-        self.upstream: upstream.Upstream | None = None  # raised in an earlier lesson's file
-        self.call: tuple[str, dict[str, tuple[int, ...]]] | None = None  # function, argument shapes
-
-
-class SignatureMismatch(LearnerError):
-    """The learner's ``function`` does not accept the arguments of the call (kind
-    "SignatureMismatch"); ``signature`` is the learner's own, as the worker read it."""
-
-    def __init__(self, message: str, info: dict, function: str) -> None:
-        super().__init__(message, info)
-        self.function = function
-        self.signature = str(info.get("signature", ""))
-
-
-class LearnerTimeout(LearnerProblem):
-    """A call or the import took longer than its limit."""
-
-
-class ImportFailed(LearnerProblem):
-    """The learner's module could not be imported; ``info`` is the worker's description."""
-
-    def __init__(self, message: str, info: dict) -> None:
-        super().__init__(message)
-        self.info = info
 
 
 def lesson_modules(module: str) -> list[str]:
@@ -87,269 +42,6 @@ def lesson_modules(module: str) -> list[str]:
 
     names = [lesson.module for lesson in load_catalog().lessons]
     return names if module in names else [*names, module]
-
-
-def format_learner_error(info: dict) -> str:
-    """The learner's exception in their own terms: their frames, then the exception line."""
-    if info.get("type") == "MissingFunction":
-        return f"There is no function named `{info.get('message')}` in your file (was it renamed?)."
-    if info.get("type") in ("NotAFunction", "OutputLimit", "Unconfined"):
-        return str(info.get("message"))
-    lines = []
-    syntax = info.get("syntax")
-    if syntax:
-        lines.append(f"{syntax['file']}, line {syntax['line']}:")
-        text = syntax.get("text") or ""
-        lines.append(f"    {text.strip()}")
-        offset = syntax.get("offset")
-        if isinstance(offset, int) and offset > 0:
-            indent = len(text) - len(text.lstrip())
-            lines.append("    " + " " * max(offset - 1 - indent, 0) + "^")
-    for frame in info.get("frames", [])[-3:]:
-        lines.append(f"{frame['file']}, line {frame['line']}, in {frame['function']}:")
-        if frame.get("code"):
-            lines.append(f"    {frame['code']}")
-    message = info.get("message") or ""
-    kind = str(info.get("type", "Error"))
-    if syntax and ("codec can't decode" in message or "Non-UTF-8" in message):
-        lines.append(
-            f"{kind}: the file is not valid UTF-8 ({message}). Save it as UTF-8 "
-            "(your editor's encoding setting)."
-        )
-    elif syntax:
-        lines.append(f"{kind}: {message}")
-    else:  # preceded by the learner's own frames, so it reads as their exception
-        lines.append(f"{kind}: {message}" if message else kind)
-    return "\n".join(lines)
-
-
-class SharedInputs:
-    """A call's input arrays in a file the worker maps (``protocol.shared_views``), so that the
-    grader itself sees what the learner's code did to them.
-
-    The file is the worker's ``inputs``: a memfd the grader made before starting the worker
-    (it has no name anywhere, so learner code cannot put anything in its place), inherited by
-    the worker. The grader writes each call's arrays there, and after the reply reads them
-    back through its own descriptor and compares them with its own copy. What the worker says
-    about its inputs is never asked: learner code can forge it.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._sent: list[tuple[bytes, int, np.dtype]] = []
-
-    def write(self, arrays: list[np.ndarray]) -> dict:
-        """Put ``arrays`` in the file; returns their layout for the call's header."""
-        specs, size = protocol.shared_layout(arrays)
-        current = os.fstat(self.fd).st_size
-        if current < size:  # grown ahead, so that the worker seldom maps the file anew
-            os.ftruncate(self.fd, max(size, 2 * current, 1 << 16))
-        self._sent = []
-        for array, (_, _, offset) in zip(arrays, specs, strict=True):
-            raw = array.tobytes()  # C order, as the worker's view reads it
-            if os.pwrite(self.fd, raw, offset) != len(raw):
-                raise OSError("short write to the inputs file")
-            self._sent.append((raw, offset, array.dtype))
-        return {"size": size, "arrays": specs}
-
-    def changed(self) -> list[int]:
-        """Which arrays of the last ``write`` are not what the grader wrote (read now)."""
-        changed = []
-        for index, (raw, offset, dtype) in enumerate(self._sent):
-            now = os.pread(self.fd, len(raw), offset)  # shorter if the file was truncated
-            if now == raw:
-                continue
-            if len(now) == len(raw) and dtype.kind in "fc":  # -0.0 for 0.0, another NaN: equal
-                if np.array_equal(np.frombuffer(now, dtype), np.frombuffer(raw, dtype), equal_nan=True):
-                    continue
-            changed.append(index)
-        return changed
-
-
-class _LastReply:
-    """``json.loads`` for call replies that remembers the last successful one of at most 64 KiB:
-    a check's calls to one function with arrays of the same shapes often get the same reply
-    header, byte for byte, and parsing it again was a tenth of the grader's time a call. Only
-    ``LearnerModule.call`` reads what it returns, and changes none of it (the result and the
-    trace become new objects); a reply that is not ok is parsed afresh every time, since its
-    error description lives on in the exception raised. Shared by threads: ``last`` is one
-    (bytes, value) pair, replaced whole."""
-
-    def __init__(self) -> None:
-        self.last: tuple[bytes, Any] | None = None
-
-    def __call__(self, raw: bytes) -> Any:
-        last = self.last
-        if last is not None and last[0] == raw:
-            return last[1]
-        value = json.loads(raw)
-        if len(raw) <= 1 << 16 and isinstance(value, dict) and value.get("ok") is True:
-            self.last = (raw, value)
-        return value
-
-
-_LAST_REPLY = _LastReply()
-
-TRACE_CALLS, TRACE_SHAPES, SHAPE_DIMS, NAME_LENGTH = 1000, 64, 32, 200
-
-
-def _checked_shapes(value: Any) -> list | None:
-    """A list of shapes (each None or a list of non-negative ints), or None if it is not one."""
-    if not isinstance(value, list) or len(value) > TRACE_SHAPES:
-        return None
-    for shape in value:
-        if shape is not None and not (
-            isinstance(shape, list)
-            and len(shape) <= SHAPE_DIMS
-            and all(type(n) is int and 0 <= n < 2**31 for n in shape)
-        ):
-            return None
-    return [None if shape is None else list(shape) for shape in value]
-
-
-def checked_trace(recorded: Any) -> list[dict]:
-    """A shape trace from the worker as data the pictures can use: at most ``TRACE_CALLS``
-    calls ``{"function": name, "args": shapes, "result": shapes}`` ("args" and "result" may be
-    missing: no result means the call raised). Learner code can write anything there, so
-    anything else makes the whole trace empty (no picture), never an error of ours."""
-    if not isinstance(recorded, list) or len(recorded) > TRACE_CALLS:
-        return []
-    calls = []
-    for entry in recorded:
-        if not isinstance(entry, dict):
-            return []
-        name = entry.get("function")
-        if not isinstance(name, str) or not 0 < len(name) <= NAME_LENGTH:
-            return []
-        call: dict[str, Any] = {"function": name}
-        for key in ("args", "result"):
-            if key in entry:
-                shapes = _checked_shapes(entry[key])
-                if shapes is None:
-                    return []
-                call[key] = shapes
-        calls.append(call)
-    return calls
-
-
-def malformed_reply(problem: protocol.ProtocolError) -> str:
-    """What a learner can do about a reply the grader refused (the worker's side, where their
-    code runs, wrote it): the grader reads and holds only bounded, well-formed replies."""
-    if isinstance(problem, protocol.TooLarge):
-        return (
-            f"The reply from your code to the grader was too large ({problem}). Return an array "
-            "of the shape the exercise asks for, and remove anything in your files that changes "
-            "the course's own modules (course.engine) or writes to the grader's pipes."
-        )
-    return (
-        f"The reply from your code to the grader was malformed ({problem}). Replies are written "
-        "by the course's worker, not by your code: remove anything in your files that changes "
-        "the course's own modules (course.engine) or writes to the grader's pipes."
-    )
-
-
-def _check_error(info: Any) -> dict:
-    """``info`` if it is an error description as the worker writes it, else ProtocolError."""
-
-    def text(value: Any, limit: int, optional: bool = False) -> bool:
-        return (optional and value is None) or (isinstance(value, str) and len(value) <= limit)
-
-    def number(value: Any) -> bool:
-        return value is None or isinstance(value, int)
-
-    if not isinstance(info, dict):
-        raise protocol.ProtocolError("an error that is not an object")
-    frames, syntax = info.get("frames", []), info.get("syntax")
-    if not (
-        text(info.get("type", ""), 200)
-        and text(info.get("message", ""), 20_000, optional=True)
-        and text(info.get("signature", ""), 2000)
-        and text(info.get("origin"), 200, optional=True)
-        and isinstance(frames, list)
-        and len(frames) <= 10_000
-        and (info.get("origin") is None or frames)
-    ):
-        raise protocol.ProtocolError("an error of the wrong shape")
-    for frame in frames:
-        if not (
-            isinstance(frame, dict)
-            and text(frame.get("file"), 1000)
-            and number(frame.get("line"))
-            and text(frame.get("function"), 1000)
-            and text(frame.get("code"), 1000, optional=True)
-        ):
-            raise protocol.ProtocolError("an error frame of the wrong shape")
-    if syntax is not None and not (
-        isinstance(syntax, dict)
-        and text(syntax.get("file"), 1000)
-        and number(syntax.get("line"))
-        and number(syntax.get("offset"))
-        and text(syntax.get("text"), 1000, optional=True)
-    ):
-        raise protocol.ProtocolError("a syntax error of the wrong shape")
-    return info
-
-
-def _check_reply(reply: dict, report: bool = False) -> dict:
-    """``reply`` (a call's, or the import ``report``) if its fields have the types the grader
-    reads, else ProtocolError. The result, the trace and ``mutated`` are checked where used."""
-    ok = reply.get("ok")
-    if not isinstance(ok, bool):
-        raise protocol.ProtocolError("no ok field")
-    if not ok:
-        _check_error(reply.get("error"))
-    modules = reply.get("lesson_modules", [])
-    if report and not (
-        isinstance(modules, list)
-        and len(modules) <= 1000
-        and all(isinstance(name, str) and len(name) <= 200 for name in modules)
-    ):
-        raise protocol.ProtocolError("a list of lesson modules of the wrong shape")
-    return reply
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One call measured by the grader (``LearnerModule.measure``): what it returned, the peak
-    of the worker's resident memory during the call above a blank worker's (numpy loaded,
-    nothing of the learner's), and the wall time from sending the call to reading its reply."""
-
-    result: Any
-    peak_bytes: int
-    seconds: float
-
-
-_BLANK_RESIDENT: dict[tuple[int, bool], int] = {}  # (memory limit, forked) -> resident size
-
-
-def _blank_resident(limits: Limits, forked: bool) -> int | None:
-    """The resident memory of a measured worker that imported an empty module, started as
-    ``forked`` says (by the zygote, else exec'd): what a measurement in a worker started that
-    way is counted from. Measured once per grading process and kind, in a worker of its own;
-    None when a worker of that kind cannot be had now (no zygote)."""
-    key = (limits.memory_bytes, forked)
-    if key not in _BLANK_RESIDENT:
-        folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
-        (folder / "course_blank.py").write_text("", encoding="utf-8")
-        worker = Worker(folder, measured=True, may_fork=forked)
-        try:
-            if worker.forked != forked:
-                return None
-            worker.load(folder, "course_blank", limits)
-            if not worker.wait_imported(time.monotonic() + 30).get("ok"):
-                raise RuntimeError("the grader could not start a worker to measure memory")
-            _BLANK_RESIDENT[key] = worker.memory()[0]
-        except (EOFError, TimeoutError, OSError, protocol.ProtocolError) as problem:
-            raise RuntimeError(
-                f"the grader could not start a worker to measure memory: {problem!r}"
-            ) from None
-        finally:
-            worker.kill()
-            worker.close_files()
-            import shutil
-
-            shutil.rmtree(folder, ignore_errors=True)
-    return _BLANK_RESIDENT[key]
 
 
 class LearnerFunction:
@@ -376,7 +68,7 @@ class LearnerModule:
     """The learner's module as the grading tests see it: ``lesson.softmax(x)``.
 
     After each call, ``mutated`` names the positional or keyword arguments whose arrays the
-    learner's code changed in place, as the grader read them back (see ``SharedInputs``).
+    learner's code changed in place, as the grader read them back (see ``call_checks.SharedInputs``).
     """
 
     def __init__(
@@ -439,7 +131,7 @@ class LearnerModule:
             worker = self.start()
         deadline = self._deadline(self.limits.import_seconds)
         try:
-            return _check_reply(worker.wait_imported(deadline), report=True)
+            return check_reply(worker.wait_imported(deadline), report=True)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
@@ -495,8 +187,8 @@ class LearnerModule:
         deadline = self._deadline(self.limits.call_seconds)
         try:
             worker.send(header, [])
-            response, out = worker.receive(deadline, loads=_LAST_REPLY)
-            _check_reply(response)
+            response, out = worker.receive(deadline, loads=LAST_REPLY)
+            check_reply(response)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
@@ -517,7 +209,9 @@ class LearnerModule:
         self.mutated = [labels[i] for i in inputs.changed()]
         self.trace = checked_trace(response.get("trace"))
         if not response.get("ok"):
-            failed = self._problem(response.get("error") or {}, name)
+            failed = problem_for(
+                response.get("error") or {}, name, self.module, self.lessons, self.limits.memory_bytes
+            )
             if isinstance(failed, LearnerError):  # the shapes it was called with, for feedback
                 failed.call = (
                     name,
@@ -529,29 +223,6 @@ class LearnerModule:
         except protocol.ProtocolError as problem:
             self._retire(worker)
             raise LearnerError(malformed_reply(problem)) from None
-
-    def _problem(self, info: dict, name: str) -> LearnerProblem:
-        if info.get("type") == "NotImplementedError":
-            origin = info.get("origin")
-            if origin and origin != self.module:
-                return DependencyNotReady(
-                    f"{name} calls {info['frames'][-1]['function']} from your {origin}.py, which "
-                    f"still raises NotImplementedError: finish that lesson first.",
-                    origin,
-                )
-            return NotStarted(f"{name} still raises NotImplementedError.")
-        if info.get("type") == "SignatureMismatch":  # worded as the TypeError Python raises
-            return SignatureMismatch(f"TypeError: {info.get('message', '')}", info, name)
-        if info.get("type") == "MemoryError":
-            limit = self.limits.memory_bytes / 1024**3
-            return LearnerError(
-                f"{name} ran out of memory (the limit is {limit:g} GiB).\n" + format_learner_error(info)
-            )
-        found = upstream.find(info.get("frames", []), self.module, self.lessons)
-        message = format_learner_error(info) + (f"\n{found.sentence(self.module)}" if found else "")
-        error = LearnerError(message, info)
-        error.upstream = found
-        return error
 
     def output(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the learner's code printed, across all its workers
@@ -589,11 +260,11 @@ class LearnerModule:
         meter = self._meter if self._meter is not None and self._meter.running() else None
         if meter is None:
             meter = self.start(Worker(self.scratch, measured=True))  # loaded as any worker is
-        blank = _blank_resident(self.limits, meter.forked)
+        blank = blank_resident(self.limits, meter.forked)
         if blank is None:  # forked, and no blank forked worker can be had now: exec both
             self._retire(meter)
             meter = self.start(Worker(self.scratch, measured=True, may_fork=False))
-            blank = _blank_resident(self.limits, False)
+            blank = blank_resident(self.limits, False)
         assert blank is not None  # an exec'd worker is always exec'd
         self._worker = meter
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from course.catalog import Lesson
-from course.engine import client
+from course.engine import learner_errors, measured
 
 BANNER = (
     "DEBUG RUN, NOT A GRADE: your code runs inside the test process, print() and "
@@ -44,7 +44,7 @@ class InProcessModule:
             try:
                 return function(*args, **kwargs)
             except NotImplementedError as exc:
-                raise client.NotStarted(f"{name} still raises NotImplementedError.") from exc
+                raise learner_errors.NotStarted(f"{name} still raises NotImplementedError.") from exc
             finally:
                 current = dict(arrays)
                 self.mutated = [
@@ -53,7 +53,7 @@ class InProcessModule:
 
         return call
 
-    def measure(self, name: str, *args: Any, **kwargs: Any) -> client.Measurement:
+    def measure(self, name: str, *args: Any, **kwargs: Any) -> measured.Measurement:
         """A rough stand-in for the grader's measurement (Python's own allocations, counted by
         tracemalloc in this process): a debug run grades nothing."""
         import time
@@ -63,7 +63,7 @@ class InProcessModule:
         start = time.monotonic()
         try:
             result = getattr(self, name)(*args, **kwargs)
-            return client.Measurement(result, tracemalloc.get_traced_memory()[1], time.monotonic() - start)
+            return measured.Measurement(result, tracemalloc.get_traced_memory()[1], time.monotonic() - start)
         finally:
             tracemalloc.stop()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from course.catalog import Lesson
-from course.engine import client, pictures
+from course.engine import client, learner_errors, pictures
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,9 @@ def figures(lesson: Lesson, source_dir: Path) -> tuple[list[Figure], str]:
     learner = client.LearnerModule(source_dir, lesson.module)
     try:
         made = make(learner)
-    except client.NotStarted:
+    except learner_errors.NotStarted:
         return [], "Your function still raises NotImplementedError: nothing to draw yet."
-    except client.LearnerProblem as problem:
+    except learner_errors.LearnerProblem as problem:
         return [], str(problem)
     except (TypeError, ValueError):
         return [], "Your function did not return what the picture needs."

@@ -31,7 +31,7 @@ file it has mapped is made resident, so that no measurement counts library pages
 (``_fault_in_mapped_files``).
 
 The fifth argument is the descriptor of the call inputs' file (a memfd the grader made, see
-``client.SharedInputs``): only the worker keeps it.
+``call_checks.SharedInputs``): only the worker keeps it.
 
 Standard library only, and nothing heavy before the fork: the worker start is on the critical
 path of a cold check.

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from course.catalog import Lesson
-from course.engine import client, pictures
+from course.engine import client, learner_errors, pictures
 
 TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 T = len(TOKENS)
@@ -66,7 +66,7 @@ class MapPipeline:
     """What a lesson's attention maps are: ``learner(module, example)`` calls the learner's
     functions (through ``client.LearnerModule``) and returns their weights, (H, T, S) or
     anything of that size; ``reference(example)`` returns the right (H, T, S) weights. A
-    ``learner`` that finds the learner's answer unusable raises ``client.LearnerError`` with a
+    ``learner`` that finds the learner's answer unusable raises ``learner_errors.LearnerError`` with a
     sentence for the learner. ``kv_heads`` makes the example grouped-query and shows which
     key/value head each query head reads."""
 
@@ -161,9 +161,9 @@ def attention_maps(lesson: Lesson, source_dir: Path) -> AttentionMaps:
     try:
         weights = np.asarray(pipeline.learner(module, e), dtype=np.float64)
         maps.learner = weights.reshape(-1, T, T) if weights.size % (T * T) == 0 else weights
-    except client.NotStarted:
+    except learner_errors.NotStarted:
         maps.problem = "Your function still raises NotImplementedError: nothing to draw yet."
-    except client.LearnerProblem as problem:
+    except learner_errors.LearnerProblem as problem:
         maps.problem = str(problem)
     except (TypeError, ValueError):
         maps.problem = "Your function did not return (out, weights) with weights of the right shape."

@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pytest
 
-from course.engine import client, error_shapes, learner_code, protocol
+from course.engine import call_checks, client, error_shapes, learner_code, learner_errors, protocol
 from course.engine.results import (
     ERROR,
     EXAMPLE,
@@ -45,7 +45,7 @@ def _unwrap(exc: BaseException) -> BaseException:
     """The most telling exception inside an exception group (hypothesis may raise one)."""
     if isinstance(exc, BaseExceptionGroup):
         inner = [_unwrap(e) for e in exc.exceptions]
-        for kind in (client.LearnerProblem, AssertionError):
+        for kind in (learner_errors.LearnerProblem, AssertionError):
             for candidate in inner:
                 if isinstance(candidate, kind):
                     return candidate
@@ -53,12 +53,12 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def _learner_error(exc: BaseException) -> client.LearnerError | None:
+def _learner_error(exc: BaseException) -> learner_errors.LearnerError | None:
     """The learner's error a check ended with, also when a grading test re-raised it in its
     own words (``raise AssertionError(...) from None`` keeps it as the context)."""
     seen: BaseException | None = exc
     for _ in range(3):
-        if seen is None or isinstance(seen, client.LearnerError):
+        if seen is None or isinstance(seen, learner_errors.LearnerError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
@@ -68,14 +68,14 @@ def classify(exc: BaseException) -> tuple[str, str]:
     """(status, message) for the exception a check ended with."""
     exc = _unwrap(exc)
     message = str(exc).strip()
-    if isinstance(exc, client.NotStarted):
+    if isinstance(exc, learner_errors.NotStarted):
         return NOT_STARTED, message
-    if isinstance(exc, client.LearnerTimeout):
+    if isinstance(exc, learner_errors.LearnerTimeout):
         return TIMEOUT, message
-    if isinstance(exc, client.LearnerProblem):
+    if isinstance(exc, learner_errors.LearnerProblem):
         return ERROR, message
     if isinstance(exc, protocol.ProtocolError):  # a reply forged on the learner's side
-        return ERROR, client.malformed_reply(exc)
+        return ERROR, call_checks.malformed_reply(exc)
     if isinstance(exc, AssertionError):
         notes = [n for n in getattr(exc, "__notes__", []) if n.startswith("Falsifying example")]
         if notes:
@@ -104,10 +104,10 @@ class GradingPlugin:
     def __init__(self, learner: client.LearnerModule) -> None:
         self.learner = learner
         self.records: dict[str, Record] = {}
-        self.import_problem: client.LearnerProblem | None = None
+        self.import_problem: learner_errors.LearnerProblem | None = None
         self.import_report: dict = {}
         self.collection_errors: list[str] = []
-        self.blocked: dict[str, client.LearnerProblem] = {}  # exercise -> why it cannot pass yet
+        self.blocked: dict[str, learner_errors.LearnerProblem] = {}  # exercise -> why it cannot pass yet
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[LEARNER] = self.learner
@@ -145,8 +145,10 @@ class GradingPlugin:
             self.import_report = self.learner.import_report()
             if not self.import_report.get("ok"):
                 info = self.import_report["error"]
-                self.import_problem = client.ImportFailed(client.format_learner_error(info), info)
-        except client.LearnerProblem as problem:
+                self.import_problem = learner_errors.ImportFailed(
+                    learner_errors.format_learner_error(info), info
+                )
+        except learner_errors.LearnerProblem as problem:
             self.import_problem = problem
         if self.import_problem is not None:
             for record in self.records.values():
@@ -173,13 +175,13 @@ class GradingPlugin:
         if record is not None and excinfo is not None:
             record.status, record.message = classify(excinfo.value)
             cause = _unwrap(excinfo.value)
-            if isinstance(cause, client.DependencyNotReady):
+            if isinstance(cause, learner_errors.DependencyNotReady):
                 record.dependency = cause.module
             mistake = getattr(cause, "mistake", None)
             if isinstance(mistake, Mistake):
                 record.mistake, record.mistake_id = mistake.says, mistake.id
                 record.misconception = mistake.misconception
-            if isinstance(cause, client.SignatureMismatch):
+            if isinstance(cause, learner_errors.SignatureMismatch):
                 record.mismatched = cause.function
             found = _learner_error(cause)
             if found is not None and found.upstream is not None:
@@ -197,7 +199,7 @@ class GradingPlugin:
                 dims = getattr(getattr(item, "module", None), "DIMS", None)
                 letters = error_shapes.in_letters(*found.call, dims)
                 record.message += f"\n{letters}" if letters else ""
-            if isinstance(cause, (client.NotStarted, client.DependencyNotReady)):
+            if isinstance(cause, (learner_errors.NotStarted, learner_errors.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:
                 record.status = ERROR

@@ -71,7 +71,7 @@ class Worker:
         self.process: subprocess.Popen | _ForkedKeeper
         # A measured worker makes every page of its mapped files resident before anything is
         # measured (``keeper._fault_in_mapped_files``), and its memory is counted from a blank
-        # measured worker started the same way (``client._blank_resident``).
+        # measured worker started the same way (``measured.blank_resident``).
         if not (may_fork and self._start_forked(scratch, env)):
             ends = self._open()
             mode = ["measured"] if measured else []

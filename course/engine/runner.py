@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
-from course.engine import client, integrity, kept_examples, misconceptions, sandbox
+from course.engine import client, integrity, kept_examples, learner_errors, misconceptions, sandbox
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 from course.engine.results import (
@@ -424,7 +424,7 @@ def _ordinary_cache(pyc: Path, source: Path) -> bool:
     return False
 
 
-def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:
+def _import_message(lesson: Lesson, problem: learner_errors.LearnerProblem) -> str:
     info = getattr(problem, "info", {}) or {}
     if info.get("type") == "NotImplementedError":
         return (
@@ -433,7 +433,7 @@ def _import_message(lesson: Lesson, problem: client.LearnerProblem) -> str:
         )
     if info.get("syntax"):
         return f"{lesson.file_name} has a syntax error, so none of it can run:\n{problem}"
-    if isinstance(problem, client.LearnerTimeout):
+    if isinstance(problem, learner_errors.LearnerTimeout):
         return str(problem)
     return f"{lesson.file_name} could not be imported:\n{problem}"
 

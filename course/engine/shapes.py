@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from course.catalog import Lesson
-from course.engine import client, pictures
+from course.engine import call_checks, client, learner_errors, pictures
 
 RAISED = ("raised",)  # a recorded call that raised instead of returning
 
@@ -121,7 +121,7 @@ def traced(module: client.LearnerModule, name: str, *args: Any) -> list[Call]:
     (up to a failure: the calls made before it tell where it went wrong)."""
     try:
         getattr(module, name).traced(*args)
-    except client.LearnerProblem:
+    except learner_errors.LearnerProblem:
         pass
     return module.trace
 
@@ -131,7 +131,7 @@ def direct(module: client.LearnerModule, name: str, *args: Any) -> list[Call]:
     inputs = [shape_of(arg) for arg in args]
     try:
         result = getattr(module, name)(*args)
-    except client.LearnerProblem:
+    except learner_errors.LearnerProblem:
         return [{"function": name, "args": inputs}]
     return [{"function": name, "args": inputs, "result": [shape_of(result)]}]
 
@@ -244,14 +244,14 @@ def plan_of(lesson: Lesson) -> ShapePlan | None:
 
 def shape_trace(lesson: Lesson, source_dir: Path) -> ShapeTrace | None:
     """The learner's shape trace (None when the lesson has none, when the learner's function
-    cannot be run at all, or when what was recorded is not a trace: see ``client.checked_trace``).
+    cannot be run at all, or when what was recorded is not a trace: see ``call_checks.checked_trace``).
     A picture only: no verdict ever reads it."""
     plan = plan_of(lesson)
     if plan is None:
         return None
     module = client.LearnerModule(source_dir, lesson.module)
     try:
-        calls = client.checked_trace(plan.run(module, ShapeExample(dict(plan.sizes))))
+        calls = call_checks.checked_trace(plan.run(module, ShapeExample(dict(plan.sizes))))
     finally:
         module.close()
     return compare(plan, calls) if calls else None

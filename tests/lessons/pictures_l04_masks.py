@@ -3,13 +3,14 @@ causal_mask, beside the same attention under the right mask."""
 
 import numpy as np
 
-from course.engine import client, maps
+from course.engine import maps
+from course.engine.learner_errors import LearnerError
 
 
 def learner(module, e):
     mask = module.causal_mask(maps.T)
     if not isinstance(mask, np.ndarray) or mask.shape != (maps.T, maps.T):
-        raise client.LearnerError(f"causal_mask({maps.T}) did not return a ({maps.T}, {maps.T}) array.")
+        raise LearnerError(f"causal_mask({maps.T}) did not return a ({maps.T}, {maps.T}) array.")
     return maps.reference_attention(e.q, e.k, mask.astype(bool))
 
 

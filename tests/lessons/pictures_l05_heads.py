@@ -4,7 +4,8 @@ split_heads and merge_heads on an example whose sizes all differ."""
 
 import numpy as np
 
-from course.engine import client, maps, shapes
+from course.engine import maps, shapes
+from course.engine.learner_errors import LearnerError
 
 
 def learner(module, e):
@@ -13,7 +14,7 @@ def learner(module, e):
     want = (1, h, maps.T, e.x.shape[-1] // h)
     for name, value in (("q", q), ("k", k)):
         if not isinstance(value, np.ndarray) or value.shape != want:
-            raise client.LearnerError(f"split_heads({name}, {h}) did not return a {want} array.")
+            raise LearnerError(f"split_heads({name}, {h}) did not return a {want} array.")
     return maps.reference_attention(q, k, e.causal)[0]
 
 

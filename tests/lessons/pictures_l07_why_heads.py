@@ -4,7 +4,8 @@ shapes of the weights two_head_weights builds (D = 2 (V + L) = 22 for V = 5 word
 
 import numpy as np
 
-from course.engine import client, maps, shapes
+from course.engine import maps, shapes
+from course.engine.learner_errors import LearnerError, LearnerProblem
 
 V, L = len(maps.VOCABULARY), maps.T
 
@@ -21,7 +22,7 @@ def inputs():
 def learner(module, e):
     params = module.two_head_weights(V, L)
     if not isinstance(params, dict) or not all(isinstance(params.get(f"w_{n}"), np.ndarray) for n in "qk"):
-        raise client.LearnerError("two_head_weights did not return a dict with w_q and w_k.")
+        raise LearnerError("two_head_weights did not return a dict with w_q and w_k.")
     x = inputs()
     q = maps.split(maps.projected(x, params, "q"), 2)
     k = maps.split(maps.projected(x, params, "k"), 2)
@@ -48,7 +49,7 @@ def run(module, ex):
     """No pipeline here: the weights the learner builds are the points."""
     try:
         params = module.two_head_weights(V, L)
-    except client.LearnerProblem:
+    except LearnerProblem:
         return [{"function": "two_head_weights"}]
     if not isinstance(params, dict):
         return []

@@ -5,7 +5,8 @@ an example whose sizes all differ."""
 
 import numpy as np
 
-from course.engine import client, maps, shapes
+from course.engine import maps, shapes
+from course.engine.learner_errors import LearnerError
 
 
 def decoded_weights(e, step):
@@ -18,7 +19,7 @@ def decoded_weights(e, step):
     for t in range(maps.T):
         _, cache_k, cache_v = step(x[:, t : t + 1], cache_k, cache_v, p, h, g)
         if not isinstance(cache_k, np.ndarray) or cache_k.shape != (1, g, t + 1, k_width):
-            raise client.LearnerError(
+            raise LearnerError(
                 f"after token {t} the cache_k has shape {getattr(cache_k, 'shape', None)}; "
                 f"expected (B, G, S, K) = {(1, g, t + 1, k_width)}."
             )

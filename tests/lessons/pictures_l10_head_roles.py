@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from course import tiny_model
-from course.engine import client
 from course.engine.figures import HeadGrid, NumberTable
+from course.engine.learner_errors import DependencyNotReady, LearnerError, NotStarted
 
 # One sequence of 10 tokens (narrow enough for 4 maps in 100 columns) in which tokens 1..4 come
 # back at 5..8: in the copy, a layer-1 copy head looks at the token after the earlier occurrence
@@ -35,7 +35,7 @@ class Missing(Exception):
 def _call(module, name, *args):
     try:
         return getattr(module, name)(*args)
-    except (client.NotStarted, client.DependencyNotReady):
+    except (NotStarted, DependencyNotReady):
         raise Missing(name) from None
 
 
@@ -47,7 +47,7 @@ def _weights(module, model, tokens, n_heads, n_layers):
     except Missing:
         return np.stack(tiny_model.forward(model, tokens, n_heads=n_heads)[1]), False
     if not isinstance(weights, np.ndarray) or weights.shape != want:
-        raise client.LearnerError(
+        raise LearnerError(
             f"tiny_model_weights returned {getattr(weights, 'shape', type(weights).__name__)}; "
             f"expected (n_layers, B, H, T, T) = {want}."
         )
@@ -57,7 +57,7 @@ def _weights(module, model, tokens, n_heads, n_layers):
 def _per_head(module, name, *args, n_heads):
     values = _call(module, name, *args)
     if not isinstance(values, np.ndarray) or values.shape != (n_heads,):
-        raise client.LearnerError(
+        raise LearnerError(
             f"{name} returned {getattr(values, 'shape', type(values).__name__)}; "
             f"expected (H,) = ({n_heads},)."
         )
@@ -71,7 +71,7 @@ def _roles(module, weights, n_heads):
         or len(roles) != n_heads
         or not all(isinstance(r, str) for r in roles)
     ):
-        raise client.LearnerError(f"classify_heads did not return a list of {n_heads} role strings.")
+        raise LearnerError(f"classify_heads did not return a list of {n_heads} role strings.")
     return [str(role)[:16] for role in roles]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from course import tiny_model
 from course.engine import client
 from course.engine.figures import LineChart, NumberTable
+from course.engine.learner_errors import LearnerError
 
 SEQUENCES, SEED = 300, 2019  # a fixed batch of the copy task, not the card's evaluation set
 
@@ -17,14 +18,14 @@ def _array(value: object, shape: tuple[int, ...], what: str) -> np.ndarray:
     """The learner's array, float64, or a one-sentence problem."""
     if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype.kind not in "iuf":
         got = getattr(value, "shape", type(value).__name__)
-        raise client.LearnerError(f"{what} returned {got}; the picture needs an array of shape {shape}.")
+        raise LearnerError(f"{what} returned {got}; the picture needs an array of shape {shape}.")
     return np.asarray(value, dtype=np.float64)
 
 
 def _pair(result: object, what: str) -> tuple | list:
     """The learner's two results, or a one-sentence problem."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise client.LearnerError(f"{what} did not return two results.")
+        raise LearnerError(f"{what} did not return two results.")
     return result
 
 
@@ -64,7 +65,7 @@ def figures(module: client.LearnerModule) -> list:
         order, accuracies = _pair(module.pruning_curve(model, tokens, targets, scores), "pruning_curve")
         order = _array(order, (n, 2), "pruning_curve (order)").astype(int)
         if order.min() < 0 or order[:, 0].max() >= n_layers or order[:, 1].max() >= n_heads:
-            raise client.LearnerError("pruning_curve returned (layer, head) pairs outside the model.")
+            raise LearnerError("pruning_curve returned (layer, head) pairs outside the model.")
         curves[name] = tuple(float(a) for a in _array(accuracies, (n + 1,), "pruning_curve (accuracies)"))
         ranks[name] = _ranks(order, n_layers, n_heads)
     roles = {(h["layer"], h["head"]): h["role"] for h in tiny_model.card().get("heads", [])}

@@ -13,8 +13,9 @@ from importlib import resources
 import numpy as np
 
 from course import tiny_model
-from course.engine import client, maps
+from course.engine import maps
 from course.engine.figures import LineChart, NumberTable
+from course.engine.learner_errors import LearnerError
 
 HEADS, KV_HEADS = 4, 2
 METHODS = ("mean", "first", "random", "modulo")
@@ -44,7 +45,7 @@ def learner(module, e):
     w_k = converted.get("w_k") if isinstance(converted, dict) else None
     if not isinstance(w_k, np.ndarray) or w_k.shape != want:
         shape = getattr(w_k, "shape", None)
-        raise client.LearnerError(
+        raise LearnerError(
             f"mean_pool_kv_heads(params, 4, 2) returned a w_k of shape {shape}; expected (D, G*K) = {want}."
         )
     return converted_weights(e, w_k)
@@ -65,12 +66,12 @@ def measured(module, model, tokens, targets, n_heads, counts, method):
         not isinstance(table.get(name), np.ndarray) or table[name].shape != shape
         for name, shape in shapes.items()
     ):
-        raise client.LearnerError(
+        raise LearnerError(
             "conversion_table did not return a dict of relative_error, loss and accuracy, each (M, N)."
         )
     cache = table.get("cache_bytes")
     if not isinstance(cache, np.ndarray) or cache.shape != (len(counts),):
-        raise client.LearnerError("conversion_table's cache_bytes is not an array (N,).")
+        raise LearnerError("conversion_table's cache_bytes is not an array (N,).")
     return table
 
 

@@ -8,8 +8,8 @@ that draw maps)."""
 
 import numpy as np
 
-from course.engine import client
 from course.engine.figures import LineChart, NumberTable
+from course.engine.learner_errors import LearnerProblem
 
 T, D = 256, 4  # queries, head width (= value width)
 KEYS = (1_024, 2_048, 4_096, 8_192, 16_384)  # S: the (T, S) float64 scores are 2 to 32 MiB
@@ -37,7 +37,7 @@ def figures(module):
         return [NumberTable("peak memory (not measured)", ("why",), ((str(problem),),))]
     try:
         lesson3 = [_peak(module, "scaled_dot_product_attention", q, k, v) for k, v in inputs]
-    except client.LearnerProblem:
+    except LearnerProblem:
         lesson3 = [float("nan")] * len(KEYS)
     table = [
         (n_s, T * n_s * 8 / MIB, (q.nbytes + k.nbytes + v.nbytes) / MIB, mine, theirs)

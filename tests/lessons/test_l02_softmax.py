@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from course.engine.client import LearnerError
+from course.engine.learner_errors import LearnerError
 from course.engine.testing import (
     KnownMistake,
     Mistake,

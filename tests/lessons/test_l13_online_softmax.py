@@ -25,7 +25,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.client import LearnerError
+from course.engine.learner_errors import LearnerError
 from course.engine.memo import remembered
 from course.engine.testing import KnownMistake, Mistake, check_array, check_peak_below, exercise, hand_checked
 
