@@ -154,6 +154,9 @@ class LearnerModule:
             self._worker = None
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any:
+        """``name(*args, **kwargs)`` run by the worker: its result, decoded and checked, or one of
+        ``learner_errors``' exceptions. ``trace``: also record the calls it makes to earlier
+        lessons (``self.trace``, for the shape trace)."""
         if name in self.timed_out:
             raise LearnerTimeout(
                 f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit."

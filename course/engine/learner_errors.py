@@ -82,7 +82,7 @@ def format_learner_error(info: dict) -> str:
         if isinstance(offset, int) and offset > 0:
             indent = len(text) - len(text.lstrip())
             lines.append("    " + " " * max(offset - 1 - indent, 0) + "^")
-    for frame in info.get("frames", [])[-3:]:
+    for frame in info.get("frames", [])[-upstream.SHOWN_FRAMES :]:
         lines.append(f"{frame['file']}, line {frame['line']}, in {frame['function']}:")
         if frame.get("code"):
             lines.append(f"    {frame['code']}")
