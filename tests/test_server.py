@@ -79,7 +79,7 @@ def server_pid(path) -> int | None:
                     words = handle.read().split(b"\0")
             except OSError:
                 continue
-            if any(b"course.engine.server" in word for word in words) and str(path).encode() in words:
+            if any(b"course.engine.serving" in word for word in words) and str(path).encode() in words:
                 return int(entry)
     return None
 
