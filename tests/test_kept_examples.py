@@ -14,6 +14,7 @@ import pytest
 from course import progress, result_cache
 from course.catalog import load_catalog
 from course.engine import kept_examples, replay, runner
+from course.engine.results import LessonResult
 from tests.helpers import SOLUTIONS, classic_mistakes, grade_folder, mistaken_source, solutions_with
 
 LESSON = "l03_attention"
@@ -214,7 +215,7 @@ def test_only_a_learners_cached_check_keeps_examples(tmp_path, monkeypatch):
 
     def fake_grade(lesson, folder, examples=None):
         given.append(examples)
-        return runner.LessonResult(lesson=lesson.module, status="failed")
+        return LessonResult(lesson=lesson.module, status="failed")
 
     monkeypatch.setattr(runner, "grade", fake_grade)
     folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())

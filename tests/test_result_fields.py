@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from course.catalog import load_catalog
-from course.engine import learner_errors, plugin, runner, worker
+from course.engine import grade_report, learner_errors, plugin, runner, worker
 from course.engine.results import ERROR, LessonResult
 from tests.helpers import SOLUTIONS, grade_folder, solutions_with, solutions_with_mistake
 
@@ -70,9 +70,9 @@ def test_the_required_signature_is_read_from_the_skeleton(tmp_path):
         "def _helper(a):\n    pass\n\n"
         "class NotAnExercise:\n    def method(self, q):\n        pass\n"
     )
-    found = runner._skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
+    found = grade_report._skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
     assert found == {"linear": "linear(x, w, b=None, *, scale=1.0)", "_helper": "_helper(a)"}
-    assert runner._skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
+    assert grade_report._skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
 
 
 def test_a_wrong_signature_gets_pythons_words_and_the_skeletons_signature(tmp_path):
