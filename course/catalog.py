@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import sys
 from functools import lru_cache
 from pathlib import Path
 
-from course import resources
+from course import atomic_file, resources
 
 CATALOG_FILE = Path(__file__).with_name("catalog.toml")
 
@@ -280,19 +279,7 @@ def _data(path: Path) -> dict:
 def _keep(path: Path, content: dict) -> None:
     """Write ``content`` to ``path`` as JSON, atomically; failures are ignored (a read-only
     install, data JSON cannot hold: the TOML is parsed every time then)."""
-    import tempfile
-
-    try:
+    with contextlib.suppress(OSError, TypeError, ValueError):
         text = json.dumps(content)
         path.parent.mkdir(exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    except (OSError, TypeError, ValueError):
-        return
-    try:
-        os.fchmod(handle, 0o644)  # readable by whoever reads the package, as its bytecode is
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        atomic_file.replace(path, text, mode=0o644)  # readable by all who read the package

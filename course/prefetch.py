@@ -30,6 +30,7 @@ class Started:
         modules: list[str],
         folder: Path,
         fresh: bool,
+        build: str,
         keys: list[str | None],
         results: list[LessonResult | None],
         connection: socket.socket | None,
@@ -37,10 +38,10 @@ class Started:
         self.modules = modules
         self.folder = folder
         self.fresh = fresh
+        self.build = build  # the course build's fingerprint the keys were computed with
         self.keys = keys
         self.results = results
         self.connection = connection  # the warm grader's answer comes on it; None: no request
-        self.build = ""  # the course build's fingerprint the keys were computed with
 
     @property
     def missing(self) -> list[int]:
@@ -77,8 +78,7 @@ def start(lessons: Sequence[Lesson], folder: Path, fresh: bool = False) -> Start
         result_cache.load(folder, lesson.module, digest) if caching else None
         for lesson, digest in zip(lessons, keys, strict=True)
     ]
-    started = Started([lesson.module for lesson in lessons], folder, fresh, keys, results, None)
-    started.build = build
+    started = Started([lesson.module for lesson in lessons], folder, fresh, build, keys, results, None)
     missing = [lessons[index].module for index in started.missing]
     if missing and server.enabled():
         started.connection = server.send(missing, folder, server.REQUEST_SECONDS)

@@ -48,7 +48,7 @@ def grade_many(
     were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
     others are graded by the warm grader in one request when one is running, else here (and
     one is started for the next check, see ``course.engine.server``). ``while_waiting``: the
-    caller's preparation, run while the warm grader works (see ``server.request_many``).
+    caller's preparation, run while the warm grader works (see ``server.answer``).
     ``started``: this grading, begun earlier by ``prefetch.start`` (used only if it is)."""
     from course import result_cache
     from course.engine import server

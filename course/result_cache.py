@@ -27,11 +27,14 @@ property checks (``engine.kept_examples``), under the same rules.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from pathlib import Path
 from stat import S_ISREG
+
+from course import atomic_file
 
 TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
 
@@ -160,15 +163,5 @@ def store(source_dir: Path, module: str, digest: str | None, result: LessonResul
     if entry is None:
         return
     data = {"key": digest, "result": result.to_dict()}
-    try:
-        import tempfile
-
-        handle, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".part")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data))  # one C-encoded string: dump() writes piece by piece
-        os.replace(temporary, entry)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except (OSError, UnboundLocalError):
-            pass
+    with contextlib.suppress(OSError):  # one C-encoded string: dump() writes piece by piece
+        atomic_file.replace(entry, json.dumps(data))

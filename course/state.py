@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from course import atomic_file
+
 FORMAT = 1
 LOCK_NAME = "state.lock"
 MAX_BYTES = 16 * 1024**2  # a real state is a few kB
@@ -135,20 +137,9 @@ def _read_plain_file(path: Path) -> bytes:
 
 def save(state: State, path: Path) -> None:
     """Write atomically: a crash mid-write leaves the old file, never half a file."""
-    import tempfile  # only commands that record something pay for it (`course list` does not)
-
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
-    handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_file.replace(path, text, durable=True)
 
 
 def update(path: Path, change: Callable[[State], None], fallback: State | None = None) -> State:

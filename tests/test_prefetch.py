@@ -48,7 +48,7 @@ def test_check_of_a_named_lesson_starts_grading_before_it_opens_the_session(tmp_
 def test_a_started_grading_of_other_lessons_is_dropped_and_the_lessons_graded_anew(tmp_path):
     folder = solutions_with(tmp_path, "l02_softmax", (SOLUTIONS / "l02_softmax.py").read_text())
     ours, theirs = socket.socketpair()
-    started = prefetch.Started(["l01_projections"], folder.resolve(), False, [None], [None], ours)
+    started = prefetch.Started(["l01_projections"], folder.resolve(), False, "", [None], [None], ours)
     results = progress.grade_many([lesson("l02_softmax")], folder, started=started)
     assert [result.lesson for result in results] == ["l02_softmax"] and results[0].passed
     assert started.connection is None and theirs.recv(1) == b""  # closed: its answer is not read
@@ -57,7 +57,7 @@ def test_a_started_grading_of_other_lessons_is_dropped_and_the_lessons_graded_an
 
 def test_a_started_grading_is_used_only_for_the_same_folder_lessons_and_freshness(tmp_path):
     folder = tmp_path.resolve()
-    started = prefetch.Started(["l01_projections"], folder, False, [None], [None], None)
+    started = prefetch.Started(["l01_projections"], folder, False, "", [None], [None], None)
     assert started.serves([lesson("l01_projections")], folder, False)
     assert not started.serves([lesson("l01_projections")], folder, True)
     assert not started.serves([lesson("l02_softmax")], folder, False)

@@ -133,9 +133,9 @@ def test_a_header_parsed_once_can_be_unpacked_again_unchanged():
 
 
 def test_the_grader_remembers_only_the_last_small_successful_reply():
-    from course.engine.call_checks import LastReply
+    from course.engine.call_checks import _reply_to_keep
 
-    memo = LastReply()
+    memo = protocol.LastParsed(keep=_reply_to_keep)
     ok, failed = b'{"ok": true, "result": {"v": 1}}', b'{"ok": false, "error": {}}'
     assert memo(ok) is memo(ok) and memo(ok) == {"ok": True, "result": {"v": 1}}
     assert memo(failed) is not memo(failed)  # an error's description is never shared
@@ -144,13 +144,11 @@ def test_the_grader_remembers_only_the_last_small_successful_reply():
     assert memo(ok)["result"] == {"v": 1}
     with pytest.raises(ValueError):
         memo(b"")  # what json.loads says, even before anything was remembered
-    assert LastReply()(b"null") is None
+    assert protocol.LastParsed(keep=_reply_to_keep)(b"null") is None
 
 
 def test_the_worker_remembers_the_last_request_header_it_parsed():
-    from course.engine.worker import _LastHeader
-
-    memo = _LastHeader()
+    memo = protocol.LastParsed()
     with pytest.raises(ValueError):
         memo(b"")  # what json.loads says, even before anything was remembered
     first = memo(b'{"op": "call", "args": {"t": [{"v": 2}]}}')

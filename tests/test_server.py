@@ -202,7 +202,8 @@ def test_the_callers_preparation_runs_after_the_request_is_sent_and_before_the_a
     thread = threading.Thread(target=serve_one, daemon=True)
     thread.start()
     try:
-        answers = runtime.request_many(["l01_projections"], SOLUTIONS, 10, while_waiting=prepare)
+        sent = runtime.send(["l01_projections"], SOLUTIONS, 10)
+        answers = runtime.answer(sent, 1, while_waiting=prepare)
     finally:
         listener.close()
         path.unlink()

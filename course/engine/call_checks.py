@@ -10,7 +10,6 @@ A reply it refuses becomes one sentence the learner can act on (``malformed_repl
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -62,29 +61,14 @@ class SharedInputs:
         return changed
 
 
-class LastReply:
-    """``json.loads`` for call replies that remembers the last successful one of at most 64 KiB:
-    a check's calls to one function with arrays of the same shapes often get the same reply
-    header, byte for byte, and parsing it again was a tenth of the grader's time a call. Only
-    ``client.LearnerModule.call`` reads what it returns, and changes none of it (the result and the
-    trace become new objects); a reply that is not ok is parsed afresh every time, since its
-    error description lives on in the exception raised. Shared by threads: ``last`` is one
-    (bytes, value) pair, replaced whole."""
-
-    def __init__(self) -> None:
-        self.last: tuple[bytes, Any] | None = None
-
-    def __call__(self, raw: bytes) -> Any:
-        last = self.last
-        if last is not None and last[0] == raw:
-            return last[1]
-        value = json.loads(raw)
-        if len(raw) <= 1 << 16 and isinstance(value, dict) and value.get("ok") is True:
-            self.last = (raw, value)
-        return value
+def _reply_to_keep(raw: bytes, reply: Any) -> bool:
+    """A successful reply of at most 64 KiB: ``LearnerModule.call`` only reads it (its result
+    and trace become new objects). A reply that is not ok is parsed afresh every time, since
+    its error description lives on in the exception raised."""
+    return len(raw) <= 1 << 16 and isinstance(reply, dict) and reply.get("ok") is True
 
 
-LAST_REPLY = LastReply()
+LAST_REPLY = protocol.LastParsed(keep=_reply_to_keep)
 
 TRACE_CALLS, TRACE_SHAPES, SHAPE_DIMS, NAME_LENGTH = 1000, 64, 32, 200
 

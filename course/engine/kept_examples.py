@@ -23,15 +23,16 @@ lists and dicts of these.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from course import atomic_file
 
 SCHEMA = 1
 FILE_LIMIT = 16 * 2**20  # a larger file is not ours: ignored unread
@@ -93,25 +94,25 @@ def unpack(data: Any) -> Any:
         if dtype.kind not in _NUMERIC or dtype.hasobject:
             raise ValueError("not a number")
         return np.frombuffer(base64.b64decode(body[1], validate=True), dtype=dtype)[0]
-    simple = {
-        "b": lambda: body if type(body) is bool else _bad(),
-        "i": lambda: int(body) if type(body) is str else _bad(),
-        "f": lambda: float.fromhex(body),
-        "c": lambda: complex(float.fromhex(body[0]), float.fromhex(body[1])),
-        "s": lambda: body if type(body) is str else _bad(),
-        "y": lambda: base64.b64decode(body, validate=True),
-        "n": lambda: None,
-        "t": lambda: tuple(unpack(item) for item in body),
-        "l": lambda: [unpack(item) for item in body],
-        "d": lambda: {unpack(key): unpack(item) for key, item in body},
-    }
-    if tag not in simple:
-        raise ValueError(f"unknown tag {tag!r}")
-    return simple[tag]()
-
-
-def _bad() -> Any:
-    raise ValueError("malformed kept value")
+    if (tag == "b" and type(body) is bool) or (tag == "s" and type(body) is str):
+        return body
+    if tag == "i" and type(body) is str:
+        return int(body)
+    if tag == "f":
+        return float.fromhex(body)
+    if tag == "c":
+        return complex(float.fromhex(body[0]), float.fromhex(body[1]))
+    if tag == "y":
+        return base64.b64decode(body, validate=True)
+    if tag == "n":
+        return None
+    if tag == "t":
+        return tuple(unpack(item) for item in body)
+    if tag == "l":
+        return [unpack(item) for item in body]
+    if tag == "d":
+        return {unpack(key): unpack(item) for key, item in body}
+    raise ValueError(f"not a kept value (tag {tag!r})")
 
 
 def file_key(test_file: Path, build: str) -> str:
@@ -155,35 +156,33 @@ def save(path: Path, key: str, checks: dict[str, list[dict[str, Any]]]) -> None:
             packed[node] = [{name: pack(value) for name, value in example.items()} for example in examples]
         except (Unkeepable, RecursionError):
             continue
-    try:
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps({"key": key, "checks": packed}))
-        os.replace(temporary, path)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        atomic_file.replace(path, json.dumps({"key": key, "checks": packed}))
 
 
-def adopt(test_file: Path, examples: tuple[Path, str]) -> dict[str, list[dict[str, Any]]]:
+class KeptFile:
+    """One grade's examples file: where it is, the key for this test file and build, and the
+    checks it held when the grade began."""
+
+    def __init__(self, test_file: Path, path: Path, build: str) -> None:
+        self.test_file, self.path = test_file, path
+        self.key = file_key(test_file, build)
+        self.checks = load(path, self.key)
+
+    def keep_new(self) -> None:
+        """Write this process's recordings of the test file if the grade made new ones."""
+        from course.engine import replay
+
+        recorded = replay.recorded_in(self.test_file)
+        if recorded.keys() - self.checks.keys():
+            save(self.path, self.key, recorded)
+
+
+def adopt(test_file: Path, examples: tuple[Path, str]) -> KeptFile:
     """Hand ``replay`` the examples kept for ``test_file`` in ``examples`` (a file and the
-    course build's fingerprint); returns them."""
+    course build's fingerprint); ``KeptFile.keep_new`` writes what the grade adds."""
     from course.engine import replay
 
-    kept = load(examples[0], file_key(test_file, examples[1]))
-    replay.adopt(test_file, kept)
+    kept = KeptFile(test_file, *examples)
+    replay.adopt(test_file, kept.checks)
     return kept
-
-
-def keep(test_file: Path, examples: tuple[Path, str], kept: dict[str, list[dict[str, Any]]]) -> None:
-    """Write ``test_file``'s recordings to ``examples``'s file if this grade made new ones."""
-    from course.engine import replay
-
-    recorded = replay.recorded_in(test_file)
-    if recorded.keys() - kept.keys():
-        save(examples[0], file_key(test_file, examples[1]), recorded)

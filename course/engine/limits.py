@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+# The linear algebra libraries on one thread, in every process that grades or runs learner
+# code: grades are then repeatable, and a check does not take every core of the machine.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 
 @dataclass(frozen=True)
 class Limits:

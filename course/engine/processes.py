@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from course.engine import protocol, zygote
-from course.engine.limits import Limits
+from course.engine.limits import ONE_THREAD, Limits
 
 # -I ignores PYTHONPATH and the current folder, so the keeper is told where the course lives.
 _BOOT = (
@@ -35,9 +35,7 @@ _BOOT = (
 def worker_environment() -> dict[str, str]:
     """The environment a worker (and the zygote) starts with: the caller's, one thread for the
     linear algebra libraries, a fixed hash seed."""
-    return dict(
-        os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0"
-    )
+    return dict(os.environ, **ONE_THREAD, PYTHONHASHSEED="0")
 
 
 _READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold

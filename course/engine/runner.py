@@ -83,20 +83,17 @@ def _pytest_args(test_file: Path) -> list[str]:
     ]
 
 
-_FROZEN = [False]
-
-
 def _freeze_what_is_loaded() -> None:
     """Once per process, before its first grade: the objects of every module loaded so far
     (numpy, pytest, hypothesis, the course) are left out of the garbage collector's work from
     now on (``gc.freeze``). They live as long as the process anyway, and a cold check would
     otherwise walk them all in each full collection: one is hypothesis's, when it first seeds
-    its random generator, about 15 ms."""
-    if not _FROZEN[0]:
-        import gc
+    its random generator, about 15 ms. (Not again later: what later grades leave behind must
+    stay collectable.)"""
+    import gc
 
+    if gc.get_freeze_count() == 0:
         gc.freeze()
-        _FROZEN[0] = True
 
 
 def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
@@ -195,11 +192,11 @@ def grade(
         else integrity.TrustedTests(test_file, [])
     )
     try:
-        kept = kept_examples.adopt(tests.test_file, examples) if examples else {}
+        kept = kept_examples.adopt(tests.test_file, examples) if examples else None
         printed = _run_pytest(tests.test_file, plugin)
         result = assemble(lesson, plugin, printed)
-        if examples:
-            kept_examples.keep(tests.test_file, examples, kept)
+        if kept is not None:
+            kept.keep_new()
         result.output = learner.output()
     finally:
         learner.close()

@@ -81,15 +81,12 @@ def request(module: str, source_dir: Path, timeout: float) -> dict | None:
     return answers[0] if answers else None
 
 
-def request_many(
-    modules: list[str], source_dir: Path, timeout: float, while_waiting: Callable[[], object] | None = None
-) -> list[dict | None] | None:
+def request_many(modules: list[str], source_dir: Path, timeout: float) -> list[dict | None] | None:
     """The server's grades of these lessons of ``source_dir`` (one request: the server grades
     them side by side, one process per core), as dicts in order (None for a lesson it could
-    not grade); None if it cannot help at all. ``while_waiting`` is called once the request is
-    sent, before the answer is read (the caller's own preparation, done while the server
-    grades; whatever it raises is ignored)."""
-    return answer(send(modules, source_dir, timeout), len(modules), while_waiting)
+    not grade); None if it cannot help at all. A check sends and reads apart (``send``,
+    ``answer``), to do its own work in between."""
+    return answer(send(modules, source_dir, timeout), len(modules))
 
 
 def send(modules: list[str], source_dir: Path, timeout: float) -> socket.socket | None:
@@ -116,7 +113,8 @@ def answer(
     connection: socket.socket | None, count: int, while_waiting: Callable[[], object] | None = None
 ) -> list[dict | None] | None:
     """The answer to a request ``send`` sent for ``count`` lessons (see ``request_many``); the
-    connection is closed. ``while_waiting`` runs first."""
+    connection is closed. ``while_waiting`` is called first: the caller's own preparation,
+    done while the server grades (whatever it raises is ignored)."""
     if connection is None:
         return None
     try:
@@ -175,14 +173,15 @@ def start_in_background() -> None:
         return
     import subprocess
 
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    from course.engine.limits import ONE_THREAD
+
     subprocess.Popen(
         [sys.executable, "-I", "-c", _BOOT, str(path)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        env=env,
+        env=dict(os.environ, **ONE_THREAD),
         close_fds=True,
         cwd=path.parent,  # private: nothing planted there is imported (and -I ignores it anyway)
     )
