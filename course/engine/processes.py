@@ -86,6 +86,7 @@ class Worker:
             for fd in ends[:4]:
                 os.close(fd)
         self.import_info: dict | None = None
+        self.loaded_at: float | None = None  # when ``load`` was sent: the import's clock starts
 
     @property
     def forked(self) -> bool:
@@ -155,6 +156,7 @@ class Worker:
         }
         if readable is not None:
             order["readable"] = list(readable)
+        self.loaded_at = time.monotonic()
         self.send(order, [])
 
     # -- reading with a deadline -------------------------------------------------------------
@@ -196,6 +198,13 @@ class Worker:
 
     def send(self, header: dict, arrays: list[np.ndarray]) -> None:
         protocol.write_all(self._request, protocol.pack(header, arrays))
+
+    def import_settled(self) -> bool:
+        """Whether waiting for the import report would not block now: the report (or anything
+        else: an end of file, a malformed reply) has arrived, or the worker has ended."""
+        if self.import_info is not None or self._buffer:
+            return True
+        return bool(select.select([self._response], [], [], 0)[0]) or not self.running()
 
     def wait_imported(self, deadline: float) -> dict:
         """The worker's import report (cached): ok, error, lesson_modules."""

@@ -83,6 +83,9 @@ def _pytest_args(test_file: Path) -> list[str]:
     ]
 
 
+_FROZEN = [False]  # gc.get_freeze_count() would walk every frozen object to count them
+
+
 def _freeze_what_is_loaded() -> None:
     """Once per process, before its first grade: the objects of every module loaded so far
     (numpy, pytest, hypothesis, the course) are left out of the garbage collector's work from
@@ -90,10 +93,11 @@ def _freeze_what_is_loaded() -> None:
     otherwise walk them all in each full collection: one is hypothesis's, when it first seeds
     its random generator, about 15 ms. (Not again later: what later grades leave behind must
     stay collectable.)"""
-    import gc
+    if not _FROZEN[0]:
+        import gc
 
-    if gc.get_freeze_count() == 0:
         gc.freeze()
+        _FROZEN[0] = True
 
 
 def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:

@@ -18,6 +18,7 @@ grader's defences still hold); ``restrict_reads`` returns 0 and the worker refus
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import struct
@@ -139,16 +140,32 @@ def readable_paths(source_dir: Path) -> list[str]:
     shared libraries; and never the rest of the course (its reference solutions, grading
     tests, tiny model), wherever it is installed. A root that holds something hidden is
     allowed entry by entry around it."""
+    found = list(_readable_everywhere())
+    if os.path.exists(source_dir):
+        for path in _around(os.path.realpath(source_dir), _hidden()):
+            if path not in found:
+                found.append(path)
+    return found
+
+
+def _hidden() -> set[str]:
+    package = Path(__file__).resolve().parent.parent
+    return {str(package), str(package.parent / "solutions"), str(package.parent / "tests")}
+
+
+@functools.cache
+def _readable_everywhere() -> tuple[str, ...]:
+    """``readable_paths`` without the submission: the same for every submission a process
+    grades, so worked out once (a class's grading asks for it per lesson of every bundle)."""
     import sysconfig
 
     import numpy
 
     engine = Path(__file__).resolve().parent
-    package = engine.parent
-    hidden = {str(package), str(package.parent / "solutions"), str(package.parent / "tests")}
+    hidden = _hidden()
     roots = [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
     numpy_dir = Path(numpy.__file__).resolve().parent
-    roots += [str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), str(engine), str(source_dir)]
+    roots += [str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), str(engine)]
     roots += _SYSTEM_READABLE
     found: list[str] = []
     for root in roots:
@@ -157,7 +174,7 @@ def readable_paths(source_dir: Path) -> list[str]:
             for path in _around(real, hidden if real != str(engine) else set()):
                 if path not in found:
                     found.append(path)
-    return found
+    return tuple(found)
 
 
 def _around(root: str, hidden: set[str], depth: int = 0) -> list[str]:
