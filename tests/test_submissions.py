@@ -341,12 +341,15 @@ def child_processes() -> set[int]:
 
 
 def test_identical_lesson_files_are_graded_once_per_process_and_other_files_again(tmp_path, monkeypatch):
-    from course.engine import runner
+    from course.engine import one_session
+    from course.instructor import class_stream
 
-    monkeypatch.setattr(gradebook, "_GRADED_BEFORE", {})
+    monkeypatch.setattr(class_stream, "_GRADED_BEFORE", {})
     graded = []
-    real = runner.grade
-    monkeypatch.setattr(runner, "grade", lambda *a, **k: graded.append(a[0].module) or real(*a, **k))
+    real = one_session.Unit
+    monkeypatch.setattr(
+        one_session, "Unit", lambda lesson, *a, **k: graded.append(lesson.module) or real(lesson, *a, **k)
+    )
     make_zip(tmp_path / "a.zip", {"l01_projections.py": SOLVED, "result.json": claim("ann", SOLVED)})
     make_zip(tmp_path / "b.zip", {"l01_projections.py": SOLVED, "result.json": claim("ben", SOLVED)})
     make_zip(tmp_path / "c.zip", {"l01_projections.py": WRONG})
@@ -360,12 +363,12 @@ def test_identical_lesson_files_are_graded_once_per_process_and_other_files_agai
 
 
 def test_a_grade_that_reached_a_time_limit_is_never_reused():
+    from course.instructor.class_stream import _repeatable
+
     check = {"name": "c", "status": "timeout"}
-    assert not gradebook._repeatable({"status": "failed", "exercises": [{"checks": [check]}]})
-    assert not gradebook._repeatable({"status": "error", "exercises": []})
-    assert gradebook._repeatable(
-        {"status": "failed", "exercises": [{"checks": [dict(check, status="failed")]}]}
-    )
+    assert not _repeatable({"status": "failed", "exercises": [{"checks": [check]}]})
+    assert not _repeatable({"status": "error", "exercises": []})
+    assert _repeatable({"status": "failed", "exercises": [{"checks": [dict(check, status="failed")]}]})
 
 
 def test_the_worker_started_ahead_for_the_next_lesson_never_outlives_its_bundle(tmp_path):

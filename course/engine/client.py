@@ -96,8 +96,10 @@ class LearnerModule:
         self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
         self.timed_out: set[str] = set()
+        self.ended: set[str] = set()  # functions a call of which ended the worker's process
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
+        self._expired: Worker | None = None  # see ``expire_import``
         self.start(spare[0] if spare else None)
 
     def start(self, spare: Worker | None = None) -> Worker:
@@ -110,6 +112,12 @@ class LearnerModule:
         self._worker = worker
         self.workers.append(worker)
         return worker
+
+    def expire_import(self) -> None:
+        """Its worker's import was seen unfinished after its time limit (by whoever loaded it
+        ahead, see ``restart_clock``): ``import_report`` reports the time limit, even if the
+        report arrives before it is asked for."""
+        self._expired = self._worker
 
     def restart_clock(self) -> None:
         """Start the whole check's time limit now: for a module loaded ahead of its grade (a
@@ -140,6 +148,8 @@ class LearnerModule:
         if worker.loaded_at is not None:
             deadline = min(deadline, worker.loaded_at + self.limits.import_seconds)
         try:
+            if worker is self._expired:
+                raise TimeoutError  # seen unfinished past its limit: whatever arrives now is late
             return check_reply(worker.wait_imported(deadline), report=True)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
@@ -169,6 +179,10 @@ class LearnerModule:
         if name in self.timed_out:
             raise LearnerTimeout(
                 f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit."
+            )
+        if name in self.ended:  # as after a timeout: its next call would most likely end it again
+            raise LearnerError(
+                f"Not run: an earlier call to {name} ended the Python process running your code."
             )
         report = self.import_report()
         if not report.get("ok"):
@@ -215,6 +229,7 @@ class LearnerModule:
         except (EOFError, BrokenPipeError):
             message = worker.death_message(self.source_dir)
             self._retire(worker)
+            self.ended.add(name)
             raise LearnerError(message) from None
         # Verdicts are the grader's: the inputs as it reads them back now, whatever the reply
         # says; the shape trace is only data for a picture, checked before anything uses it.

@@ -99,15 +99,20 @@ def lesson(request: pytest.FixtureRequest) -> object:
 
 
 class GradingPlugin:
-    """Registered by the runner with ``pytest.main(plugins=[...])``."""
+    """Registered by the runner with ``pytest.main(plugins=[...])``.
 
-    def __init__(self, learner: client.LearnerModule) -> None:
+    With a ``learner``, it grades that module in one pytest session (``runner.grade``). Without
+    one, the session grades many modules one after another (``one_session``): collection only
+    prepares the checks, and ``begin`` starts each module's grade with records of its own."""
+
+    def __init__(self, learner: client.LearnerModule | None) -> None:
         self.learner = learner
         self.records: dict[str, Record] = {}
         self.import_problem: learner_errors.LearnerProblem | None = None
         self.import_report: dict = {}
         self.collection_errors: list[str] = []
         self.blocked: dict[str, learner_errors.LearnerProblem] = {}  # exercise -> why it cannot pass yet
+        self._prepared: dict[str, Record] = {}  # node id -> its record before it runs
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[LEARNER] = self.learner
@@ -140,9 +145,21 @@ class GradingPlugin:
             exercise = marker.args[0] if marker and marker.args else "?"
             kind = HAND_CHECKED if item.get_closest_marker("hand_checked") else EXAMPLE
             kind = PROPERTY if generated else kind
-            self.records[item.nodeid] = Record(exercise=exercise, name=item.name, kind=kind)
+            self._prepared[item.nodeid] = Record(exercise=exercise, name=item.name, kind=kind)
+        if self.learner is not None:
+            items[:] = self.begin(self.learner, items)
+
+    def begin(self, learner: client.LearnerModule, items: list[pytest.Item]) -> list[pytest.Item]:
+        """Start grading ``learner`` with ``items``: fresh records for them, and the module's
+        import report; returns the items to run (none when the module does not import)."""
+        self.learner = learner
+        self.records = {}
+        for item in items:
+            prepared = self._prepared[item.nodeid]
+            self.records[item.nodeid] = Record(prepared.exercise, prepared.name, kind=prepared.kind)
+        self.import_problem, self.import_report, self.blocked = None, {}, {}
         try:
-            self.import_report = self.learner.import_report()
+            self.import_report = learner.import_report()
             if not self.import_report.get("ok"):
                 info = self.import_report["error"]
                 self.import_problem = learner_errors.ImportFailed(
@@ -153,7 +170,8 @@ class GradingPlugin:
         if self.import_problem is not None:
             for record in self.records.values():
                 record.message = "Not run: your file could not be imported."
-            items[:] = []
+            return []
+        return items
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -206,6 +206,10 @@ class Worker:
             return True
         return bool(select.select([self._response], [], [], 0)[0]) or not self.running()
 
+    def fileno(self) -> int:
+        """The descriptor replies arrive on: a worker can be waited for with ``select``."""
+        return self._response
+
     def wait_imported(self, deadline: float) -> dict:
         """The worker's import report (cached): ok, error, lesson_modules."""
         if self.import_info is None:

@@ -74,16 +74,22 @@ class Replayer:
     def _replay(self, item: pytest.Function, inner: Any, fixtures: dict, examples: list[dict]) -> bool:
         bound = getattr(item.obj, "__self__", None)
         leading = (bound,) if bound is not None else ()
-        timed_out = getattr(self.learner, "timed_out", None)
-        before = set(timed_out) if isinstance(timed_out, set) else None
+        # What the replay's calls mark as not to be called again (a time limit reached, the
+        # worker's process ended) is forgotten if it fails: hypothesis's run meets it itself.
+        marks = [
+            found
+            for found in (getattr(self.learner, n, None) for n in ("timed_out", "ended"))
+            if isinstance(found, set)
+        ]
+        before = [set(found) for found in marks]
         try:
             for example in examples:
                 inner(*leading, **fixtures, **copy.deepcopy(example))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:  # noqa: BLE001 - any failure: hypothesis decides instead
-            if before is not None and isinstance(timed_out, set):
-                timed_out.intersection_update(before)
+            for found, earlier in zip(marks, before, strict=True):
+                found.intersection_update(earlier)
             return False
         return True
 

@@ -14,7 +14,6 @@ import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from course.catalog import Lesson
 from course.engine import client, integrity, kept_examples, misconceptions, sandbox
@@ -29,21 +28,19 @@ from course.engine.limits import Limits
 from course.engine.processes import Worker
 from course.engine.results import LessonResult
 
-if TYPE_CHECKING:
-    from course.engine.plugin import GradingPlugin
-
 TRUSTED_INI = Path(__file__).with_name("grading.ini")
 
 
-def _pytest_args(test_file: Path) -> list[str]:
+def _pytest_args(test_files: list[Path]) -> list[str]:
+    folder = Path(os.path.commonpath([test_file.parent for test_file in test_files]))
     return [
-        str(test_file),
+        *map(str, test_files),
         "-c",
         str(TRUSTED_INI),
         "--rootdir",
-        str(test_file.parent),
+        str(folder),
         "--confcutdir",
-        str(test_file.parent),
+        str(folder),
         "--import-mode=importlib",
         "--assert=plain",
         "-p",
@@ -100,8 +97,9 @@ def _freeze_what_is_loaded() -> None:
         _FROZEN[0] = True
 
 
-def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
-    """Run pytest in this (trusted) process; returns what pytest printed, for grader bugs only."""
+def run_pytest(test_files: list[Path], plugins: list[object]) -> str:
+    """Run pytest over ``test_files`` in this (trusted) process with ``plugins`` beside the
+    grading fixture's; returns what pytest printed, for grader bugs only."""
     # The environment must not reconfigure the trusted run (PYTEST_ADDOPTS, plugin autoload).
     saved = {
         k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
@@ -113,15 +111,16 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
     from hypothesis import configuration
 
     from course.engine import plugin as plugin_module  # holds the `lesson` fixture
-    from course.engine.replay import Replayer
 
     _freeze_what_is_loaded()
 
     # pytest (importlib mode) reuses a loaded module of the same name: a test file of the same
     # name elsewhere (the pristine copy, a maintainer's copy) must not be served from the cache.
-    cached = sys.modules.get(test_file.stem)
-    if cached is not None and Path(getattr(cached, "__file__", "") or "").resolve() != test_file.resolve():
-        del sys.modules[test_file.stem]
+    for test_file in test_files:
+        cached = sys.modules.get(test_file.stem)
+        loaded = Path(getattr(cached, "__file__", "") or "")
+        if cached is not None and loaded.resolve() != test_file.resolve():
+            del sys.modules[test_file.stem]
 
     # Nothing of the grader's may land in the learner's folder, nor in one learner code could
     # write (the worker's scratch folder, where a symlink could send the grader's writes
@@ -137,9 +136,7 @@ def _run_pytest(test_file: Path, plugin: GradingPlugin) -> str:
         os.chdir(own)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
-            code = pytest.main(
-                _pytest_args(test_file), plugins=[plugin, plugin_module, Replayer(plugin.learner)]
-            )
+            code = pytest.main(_pytest_args(test_files), plugins=[*plugins, plugin_module])
         if code == pytest.ExitCode.INTERRUPTED:
             # pytest turns a ^C into an exit code; the caller (course watch, a check) must stop.
             # Learner code runs in the worker, so only a signal to this process gets here.
@@ -175,6 +172,7 @@ def grade(
     by (``kept_examples``; the learner's own checks only).
     """
     from course.engine.plugin import GradingPlugin
+    from course.engine.replay import Replayer
 
     started = time.monotonic()
     source_dir = Path(source_dir).resolve()
@@ -197,7 +195,7 @@ def grade(
     )
     try:
         kept = kept_examples.adopt(tests.test_file, examples) if examples else None
-        printed = _run_pytest(tests.test_file, plugin)
+        printed = run_pytest([tests.test_file], [plugin, Replayer(learner)])
         result = assemble(lesson, plugin, printed)
         if kept is not None:
             kept.keep_new()
@@ -205,12 +203,21 @@ def grade(
     finally:
         learner.close()
         tests.cleanup()
+    return finish(result, lesson, source_dir, tests.modified, started)
+
+
+def finish(
+    result: LessonResult, lesson: Lesson, source_dir: Path, modified: list[str], started: float
+) -> LessonResult:
+    """A graded lesson's result with its named misconceptions, the notices about the
+    learner's folder and the course's tests (``modified``: grading files found changed), and
+    its duration since ``started``."""
     misconceptions.label(result)
     notices = [encoding_notice(source_dir / lesson.file_name), ignored_files_notice(lesson, source_dir)]
-    if tests.modified:
+    if modified:
         notices.append(
             f"The course's grading tests were modified on this machine "
-            f"({', '.join(tests.modified[:3])}); this check used the pristine copy "
+            f"({', '.join(modified[:3])}); this check used the pristine copy "
             "that ships with the course."
         )
     result.notice = " ".join(notice for notice in notices if notice)

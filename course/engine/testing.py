@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -106,11 +106,20 @@ class Mistake:
 
     def format(self, **fields: Any) -> Mistake:
         """The same mistake, its sentence filled in (``says`` may hold ``{axis}`` and the like)."""
-        return replace(self, says=self.says.format(**fields))
+        return self._saying(self.says.format(**fields))
 
     def plus(self, more: str) -> Mistake:
         """The same mistake, its sentence extended by ``more``."""
-        return replace(self, says=self.says + more)
+        return self._saying(self.says + more)
+
+    def _saying(self, says: str) -> Mistake:
+        # Its id and misconception were checked when it was made: a copy with another sentence
+        # skips ``__post_init__`` (grading tests word their mistakes hundreds of times a grade).
+        copy = object.__new__(Mistake)
+        object.__setattr__(copy, "id", self.id)
+        object.__setattr__(copy, "says", says)
+        object.__setattr__(copy, "misconception", self.misconception)
+        return copy
 
     @classmethod
     def any_of(cls, *mistakes: Mistake, joined: str = "; or ") -> Mistake:
@@ -269,6 +278,16 @@ def named_by_code(
     return None
 
 
+def _close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> Any:
+    """``np.isclose(actual, expected, rtol, atol, equal_nan=True)`` for two float64 arrays and
+    finite tolerances, its very formula without its checks of types and tolerances (a fifth
+    of its cost: grading tests compare a few hundred small arrays a grade)."""
+    close = (np.abs(actual - expected) <= atol + rtol * np.abs(expected)) & np.isfinite(expected) | (
+        actual == expected
+    )
+    return close | (np.isnan(actual) & np.isnan(expected))
+
+
 def check_array(
     actual: Any,
     expected: np.ndarray,
@@ -326,7 +345,7 @@ def check_array(
     atol = default_atol if atol is None else atol
     with np.errstate(all="ignore"):
         a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
-        close = np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+        close = _close(a64, e64, rtol, atol)
         if close.all():
             return
         error = np.abs(a64 - e64)

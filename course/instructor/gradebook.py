@@ -1,42 +1,34 @@
 """Grade a folder of submission bundles in parallel and write the gradebook (CSV) and a report.
 
-Each bundle is opened into its own temporary folder and every lesson file in it is re-graded
-with ``course.engine.runner.grade`` (learner code runs only in the engine's sandboxed workers),
-in a pool of processes, one bundle per task. A bad bundle becomes a row with its problem; a
-pool process that dies is replaced and its bundle retried once. Grading never stops early. Once
-every bundle is graded, files that are the same code as a reference solution or as another
-bundle's (up to formatting and comments) are flagged on their rows (``similarity``).
+Bundles are graded by forked grading processes, one per core, that take them from a shared
+counter (``class_stream``: each bundle opened into its own temporary folder, its lesson files
+loaded ahead in the engine's sandboxed workers and graded in one pytest session per process).
+A bad bundle becomes a row with its problem; a bundle whose process died is graded again once
+by a new one. Grading never stops early. Notebook submissions go through a pool of forked
+processes, one submission per task (``notebook_grading``). Once every submission is graded,
+files that are the same code as a reference solution or as another bundle's (up to formatting
+and comments) are flagged on their rows (``similarity``).
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import multiprocessing
 import os
-import shutil
-import tempfile
+import select
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from course import __version__
-from course.catalog import Lesson, load_catalog
-from course.instructor import similarity
-from course.instructor.submissions import disagreements, lesson_summary, open_bundle
-
-if TYPE_CHECKING:
-    from course.engine.processes import Worker
-
-GRADED, REFUSED, CRASHED = "graded", "refused", "grader-failed"
-MISSING = "missing"
+from course.catalog import Lesson
+from course.instructor import class_stream, similarity
+from course.instructor.class_stream import CRASHED, GRADED, MISSING, REFUSED  # noqa: E402,F401 - the row outcomes
 
 
 def submissions_in(folder: Path) -> int:
@@ -70,113 +62,20 @@ def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
 
 
 def grade_bundle(path: str, modules: Sequence[str], same: bool = False) -> dict:
-    """One gradebook row (with full results) for one bundle. Runs in a pool process; any
-    failure of the grader itself becomes a problem on the row. ``same``: a lesson whose files
-    are byte for byte those of a bundle this process graded before gets that grade again
-    (see ``_graded_before``)."""
-    row: dict = {
-        "file": Path(path).name,
-        "name": "",
-        "course_version": "",
-        "outcome": GRADED,
-        "lessons": {},
-        "problems": [],
-    }
-    folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
-    try:
-        _grade_into(row, Path(path), folder, modules, same)
-    except Exception as error:  # the grader's own failure: reported, never fatal
-        row["outcome"] = CRASHED
-        row["problems"].append(
-            f"the grader failed on this bundle: {type(error).__name__}: {str(error)[:200]}"
-        )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return row
+    """One gradebook row (with full results) for one bundle, graded in this process as a
+    class's grading process grades each of its bundles (``class_stream``). ``same``: a lesson
+    whose files are byte for byte those of a bundle graded before here gets that grade again."""
+    rows: list[dict] = []
+    taken = [False]
 
+    def take() -> int | None:
+        if taken[0]:
+            return None
+        taken[0] = True
+        return 0
 
-_GRADED_BEFORE: dict[str, dict] = {}  # content digest -> a lesson's row entry (one pool process)
-
-
-def _content_digest(folder: Path, module: str) -> str:
-    """What a sealed grade of ``module`` in ``folder`` depends on besides the course: the
-    bytes of every file there (a bundle's folder holds only its lesson files)."""
-    digest = hashlib.sha256(f"{module}\0".encode())
-    for path in sorted(folder.iterdir()):
-        digest.update(f"{path.name}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
-    return digest.hexdigest()
-
-
-def _grade_into(row: dict, path: Path, folder: Path, modules: Sequence[str], same: bool = False) -> None:
-    from course.engine.runner import grade
-
-    catalog = load_catalog()
-    opened = open_bundle(path, folder, catalog)
-    claim = opened.claimed or {}
-    row["name"] = str(claim.get("name", ""))[:80]
-    row["course_version"] = str(claim.get("course_version", ""))[:40]
-    if opened.refused:
-        row["outcome"] = REFUSED
-        row["problems"].append(opened.refused)
-        return
-    row["problems"] += opened.problems
-    chosen = [lesson for lesson in map(catalog.by_module, modules) if lesson is not None]
-    row["fingerprints"] = similarity.fingerprints(opened.sources, chosen)  # before any code runs
-    pending: list[tuple[Lesson, str]] = []  # to grade: the lesson, its content digest
-    for module in modules:
-        lesson = catalog.by_module(module)
-        if lesson is None or lesson.file_name not in opened.files:
-            row["lessons"][module] = {
-                "lesson": module,
-                "status": MISSING,
-                "points": 0,
-                "max_points": 0,
-                "exercises": [],
-                "result": None,
-            }
-            continue
-        digest = _content_digest(folder, module) if same else ""
-        if digest in _GRADED_BEFORE:
-            row["lessons"][module] = json.loads(json.dumps(_GRADED_BEFORE[digest]))
-        else:
-            pending.append((lesson, digest))
-    # Each lesson's worker is started while the lesson before it is graded (none is left over).
-    spare: tuple[Worker, Path] | None = _spare_worker() if pending else None
-    try:
-        for index, (lesson, digest) in enumerate(pending):
-            current, spare = spare, (_spare_worker() if index + 1 < len(pending) else None)
-            try:
-                result = grade(lesson, folder, sealed=True, spare=current)  # reads only its bundle
-            finally:
-                if current is not None:
-                    shutil.rmtree(current[1], ignore_errors=True)  # adopted, or left by a refusal
-            summary = lesson_summary(result)
-            full = result.to_dict()
-            full["output"] = full["output"][-500:]
-            row["lessons"][lesson.module] = dict(summary, result=full)
-            if same and _repeatable(full):
-                _GRADED_BEFORE[digest] = json.loads(json.dumps(row["lessons"][lesson.module]))
-    finally:
-        if spare is not None:
-            spare[0].kill()
-            spare[0].close_files()
-            shutil.rmtree(spare[1], ignore_errors=True)
-    row["problems"] += disagreements(opened.claimed, row["lessons"])
-
-
-def _spare_worker() -> tuple[Worker, Path]:
-    """A blank worker (nothing of any learner's loaded yet) and its own scratch folder."""
-    from course.engine.processes import Worker
-
-    scratch = Path(tempfile.mkdtemp(prefix="course-"))
-    return Worker(scratch), scratch
-
-
-def _repeatable(result: dict) -> bool:
-    """A grade another run gives again: no time limit reached, no error of the whole lesson."""
-    statuses = [check["status"] for e in result["exercises"] for check in e["checks"]]
-    return result["status"] not in ("error", "timeout") and "timeout" not in statuses
+    class_stream.Ahead([path], modules, take, lambda index, row: rows.append(row), same=same).run()
+    return rows[0]
 
 
 @dataclass
@@ -196,44 +95,125 @@ def grade_folder(
 ) -> Report:
     """Grade every submission of ``folder`` (its bundles, else its notebooks: ``notebook_grading``)
     with ``workers`` processes (default: the cores). ``same``: lesson files of bundles identical
-    to ones graded before in the same pool process get that grade again (``grade_bundle``);
-    False grades every bundle in full."""
+    to ones graded before in the same grading process get that grade again; False grades
+    every bundle in full."""
     from course.instructor import notebook_grading
 
     started = time.monotonic()
     workers = max(1, workers or os.cpu_count() or 1)
     modules = [lesson.module for lesson in lessons]
-    jobs: dict[str, tuple[Callable[..., dict], object]] = {
-        str(path): (partial(grade_bundle, same=same), str(path)) for path in bundles_in(folder)
-    }
-    if not jobs:
-        jobs = {
-            found.key: (notebook_grading.grade_submission, found)
-            for found in notebook_grading.submissions_in(folder)
-        }
-    # Counting the points grades each solution here first: the pool's processes, forked from
+    paths = [str(path) for path in bundles_in(folder)]
+    # Counting the points grades each solution here first: the grading processes, forked from
     # this one, start with pytest, hypothesis, numpy, the grading tests and what they remember
     # already loaded.
-    points = max_points(lessons)
-    rows = _grade_all(jobs, modules, workers, on_row)
-    ordered = [rows[key] for key in jobs]
+    if paths:
+        points = max_points(lessons)
+        rows = _grade_bundles(paths, modules, workers, same, on_row)
+        ordered = [rows[path] for path in paths]
+    else:
+        jobs = {found.key: found for found in notebook_grading.submissions_in(folder)}
+        points = max_points(lessons)
+        rows = _grade_notebooks(jobs, modules, workers, on_row)
+        ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
     return Report(ordered, points, workers, time.monotonic() - started)
 
 
-def _grade_all(
-    jobs: dict[str, tuple[Callable[..., dict], object]],
+def _grade_bundles(
+    paths: list[str],
+    modules: list[str],
+    workers: int,
+    same: bool,
+    on_row: Callable[[dict, int, int], None] | None,
+) -> dict[str, dict]:
+    """Every bundle's row, graded by ``workers`` forked processes (``class_stream``). A
+    bundle whose row never came (its process died) is graded again once by a new process."""
+    rows: dict[str, dict] = {}
+    tries = dict.fromkeys(paths, 0)
+    todo = list(paths)
+
+    def arrived(path: str, row: dict) -> None:
+        rows[path] = row
+        if on_row:
+            on_row(row, len(rows), len(paths))
+
+    while todo:
+        _one_round(todo, modules, min(workers, len(todo)), same, arrived)
+        lost, todo = [path for path in todo if path not in rows], []
+        for path in lost:
+            tries[path] += 1
+            if tries[path] < 2:
+                todo.append(path)
+            else:
+                arrived(path, _crashed(path, "a grading process died twice on this submission"))
+    return rows
+
+
+def _one_round(
+    paths: list[str], modules: list[str], processes: int, same: bool, arrived: Callable[[str, dict], None]
+) -> None:
+    """Grade ``paths`` in ``processes`` forked grading processes sharing one counter; each row
+    comes back as a line of JSON on the process's pipe."""
+    shared = class_stream.Shared(len(paths))
+    running: dict[int, tuple[int, bytearray]] = {}  # read end -> (pid, what is not a line yet)
+    for _ in range(processes):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the forked grading process
+            os.close(read)
+            for other in running:
+                os.close(other)
+            code = 0
+            try:
+                with os.fdopen(write, "wb") as out:
+
+                    def emit(index: int, row: dict) -> None:
+                        out.write(json.dumps([index, row]).encode() + b"\n")
+                        out.flush()
+
+                    class_stream.Ahead(paths, modules, shared.take, emit, same=same).run()
+            except BaseException:  # noqa: BLE001 - its rows that did not arrive are graded again
+                code = 1
+            os._exit(code)
+        os.close(write)
+        running[read] = (pid, bytearray())
+    while running:
+        ready, _, _ = select.select(list(running), [], [])
+        for read in ready:
+            chunk = os.read(read, 1 << 16)
+            pending = running[read][1]
+            pending += chunk
+            *lines, rest = pending.split(b"\n")
+            running[read][1][:] = rest
+            for line in lines:
+                try:
+                    index, row = json.loads(line)
+                except (ValueError, TypeError):
+                    continue
+                if isinstance(index, int) and 0 <= index < len(paths) and isinstance(row, dict):
+                    arrived(paths[index], row)
+            if not chunk:
+                pid, _ = running.pop(read)
+                os.close(read)
+                os.waitpid(pid, 0)
+
+
+def _grade_notebooks(
+    jobs: dict[str, object],
     modules: list[str],
     workers: int,
     on_row: Callable[[dict, int, int], None] | None,
 ) -> dict[str, dict]:
+    from course.instructor import notebook_grading
+
     rows: dict[str, dict] = {}
     attempts = dict.fromkeys(jobs, 0)
     pending = list(jobs)
     while pending:
         forked = multiprocessing.get_context("fork")  # warm copies of this process (see above)
         with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=forked) as pool:
-            futures = {pool.submit(jobs[key][0], jobs[key][1], modules): key for key in pending}
+            grade = notebook_grading.grade_submission
+            futures = {pool.submit(grade, jobs[key], modules): key for key in pending}
             pending = []
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
