@@ -127,25 +127,21 @@ def _grade_bundles(
     on_row: Callable[[dict, int, int], None] | None,
 ) -> dict[str, dict]:
     """Every bundle's row, graded by ``workers`` forked processes (``class_stream``). A
-    bundle whose row never came (its process died) is graded again once by a new process."""
+    bundle whose row never came (its process died, with every bundle it had taken) is graded
+    again once, by a process of its own: a bundle that kills its grader twice takes no other
+    bundle's grade with it."""
     rows: dict[str, dict] = {}
-    tries = dict.fromkeys(paths, 0)
-    todo = list(paths)
 
     def arrived(path: str, row: dict) -> None:
         rows[path] = row
         if on_row:
             on_row(row, len(rows), len(paths))
 
-    while todo:
-        _one_round(todo, modules, min(workers, len(todo)), same, arrived)
-        lost, todo = [path for path in todo if path not in rows], []
-        for path in lost:
-            tries[path] += 1
-            if tries[path] < 2:
-                todo.append(path)
-            else:
-                arrived(path, _crashed(path, "a grading process died twice on this submission"))
+    _one_round(paths, modules, min(workers, len(paths)), same, arrived)
+    for path in [path for path in paths if path not in rows]:
+        _one_round([path], modules, 1, same, arrived)
+        if path not in rows:
+            arrived(path, _crashed(path, "a grading process died twice on this submission"))
     return rows
 
 
