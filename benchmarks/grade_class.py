@@ -140,14 +140,26 @@ def grade_once(folder: Path, lessons: str, workers: int, same: bool) -> None:
     import time
 
     chosen = [load_catalog().resolve(name) for name in lessons.split(",")]
+    busy = machine_cpu()
     started = time.monotonic()
     options = {"same": same} if "same" in inspect.signature(gradebook.grade_folder).parameters else {}
     report = gradebook.grade_folder(folder, chosen, workers, **options)
     seconds = time.monotonic() - started  # includes counting the points, as `course grade` does
-    print(json.dumps({"seconds": seconds, "rows": summary(report)}))
+    print(json.dumps({"seconds": seconds, "cpu": machine_cpu() - busy, "rows": summary(report)}))
 
 
-def timed_run(folder: Path, lessons: str, workers: int, same: bool, tree: Path) -> tuple[float, list]:
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy (user, nice, system) since it started:
+    the grader, its workers, and anything else running (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = handle.readline().split()
+        return sum(int(field) for field in fields[1:4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def timed_run(folder: Path, lessons: str, workers: int, same: bool, tree: Path) -> tuple[float, float, list]:
     import subprocess
 
     command = [sys.executable, __file__, "--grade-only", str(folder), "--lessons", lessons]
@@ -155,7 +167,7 @@ def timed_run(folder: Path, lessons: str, workers: int, same: bool, tree: Path) 
     env = dict(os.environ, PYTHONPATH=str(tree))
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     answer = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer["seconds"], json.loads(json.dumps(answer["rows"]))
+    return answer["seconds"], answer["cpu"], json.loads(json.dumps(answer["rows"]))
 
 
 def baseline_tree(ref: str, into: Path) -> Path:
@@ -210,9 +222,12 @@ def main() -> int:
         for round_ in range(args.repeat):
             for run in runs if round_ % 2 == 0 else runs[::-1]:
                 label, tree, workers, same = run
-                seconds, rows[run] = timed_run(root / "class", args.lessons, workers, same, tree)
+                seconds, cpu, rows[run] = timed_run(root / "class", args.lessons, workers, same, tree)
                 times[run].append(seconds)
-                print(f"  {label:28s} {workers} worker(s): {seconds:6.1f} s, {args.count / seconds:5.2f}/s")
+                print(
+                    f"  {label:28s} {workers} worker(s): {seconds:6.1f} s, {args.count / seconds:5.2f}/s"
+                    f" (machine CPU {cpu:5.1f} s)"
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     reference = rows[runs[0]]

@@ -76,7 +76,7 @@ def _pytest_args(test_files: list[Path]) -> list[str]:
         # registered plugin costs its share of every grade.
         *("-p", "no:capture", "-p", "no:legacypath", "-p", "no:tmpdir", "-p", "no:monkeypatch"),
         *("-p", "no:recwarn", "-p", "no:setuponly", "-p", "no:setupplan", "-p", "no:subtests"),
-        *("-p", "no:reports"),
+        *("-p", "no:reports", "-p", "no:skipping"),
     ]
 
 
