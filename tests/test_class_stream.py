@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from course.catalog import load_catalog
-from course.engine import one_session, runner
+from course.engine import one_session, runner, sandbox
 from course.engine.client import LearnerModule
 from course.engine.testing import _close
 from course.instructor import class_stream, gradebook
@@ -220,3 +220,32 @@ def test_check_arrays_closeness_is_numpys_isclose_with_equal_nan(expected, toler
     with np.errstate(all="ignore"):
         wanted = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
         assert np.array_equal(_close(actual, expected, rtol, atol), wanted)
+
+
+KILLS_EVERY_PROCESS_IT_CAN = """
+import os
+import signal
+
+for pid in range(max(2, os.getpid() - 3000), os.getpid() + 3000):  # it may not list /proc
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+@pytest.mark.skipif(sandbox._abi() < 6, reason="this kernel's Landlock cannot scope signals (ABI 6)")
+def test_bundles_loaded_side_by_side_can_neither_read_nor_kill_each_other(tmp_path):
+    from tests.test_confinement import COPIES_A_CLASSMATE
+
+    make_bundle(tmp_path / "a_honest.zip", {"l01_projections": SOLVED})
+    make_bundle(tmp_path / "b_killer.zip", {"l01_projections": KILLS_EVERY_PROCESS_IT_CAN + SOLVED})
+    make_bundle(tmp_path / "c_copier.zip", {"l01_projections": "import os\n" + COPIES_A_CLASSMATE})
+    make_bundle(tmp_path / "d_honest.zip", {"l01_projections": SOLVED})
+    report = gradebook.grade_folder(tmp_path, [L01], workers=1, same=False)
+    rows = {row["file"]: row for row in report.rows}
+    assert all(row["outcome"] == "graded" for row in rows.values()), rows
+    for name in ("a_honest.zip", "b_killer.zip", "d_honest.zip"):
+        assert rows[name]["lessons"]["l01_projections"]["status"] == "passed", name
+    assert rows["c_copier.zip"]["lessons"]["l01_projections"]["points"] == 0
