@@ -69,10 +69,11 @@ class _Bundle:
 class Ahead:
     """One grading process's bundles: taken, loaded ahead, graded as their imports settle.
 
-    ``take`` gives the next bundle's index (None: no more); ``emit(index, row)`` receives each
-    finished row; ``taken(index)`` hears of each bundle as it is taken, before anything of it
-    runs. ``same``: a lesson whose files are byte for byte those of one graded before in this
-    process gets that grade again (a graded entry is reused only if ``repeatable``)."""
+    ``take`` gives the next bundle's index in ``paths`` (None: no more); ``emit(index, row)``
+    receives each finished row. ``same``: a lesson whose files are byte for byte those of one
+    graded before in this process gets that grade again (an entry is reused only if
+    ``_repeatable``). ``window``: how many lesson modules may be loading or loaded ahead of
+    their grades (default: those of three bundles, at least 6); each holds a worker."""
 
     def __init__(
         self,
@@ -80,11 +81,10 @@ class Ahead:
         modules: Sequence[str],
         take: Callable[[], int | None],
         emit: Callable[[int, dict], None],
-        taken: Callable[[int], None] = lambda index: None,
         same: bool = False,
         window: int | None = None,
     ) -> None:
-        self.paths, self.modules, self.take, self.emit, self.taken = paths, modules, take, emit, taken
+        self.paths, self.modules, self.take, self.emit = paths, modules, take, emit
         self.same = same
         self.window = window or max(6, 3 * len(modules))
         self.catalog = load_catalog()
@@ -118,7 +118,6 @@ class Ahead:
         if index is None:
             self.exhausted = True
             return
-        self.taken(index)
         path = Path(self.paths[index])
         folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
         row: dict = {
