@@ -57,6 +57,16 @@ class Shared:
             return index
 
 
+AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
+
+
+def window_for(lessons: int, processes: int) -> int:
+    """How many lesson modules one of ``processes`` grading processes keeps loaded ahead: those
+    of three bundles (at least 6), fewer when many processes share the machine (each holds a
+    worker of about 17 MB), never fewer than one bundle's and one more."""
+    return max(lessons + 1, min(max(6, 3 * lessons), AHEAD_IN_ALL // processes))
+
+
 class _Bundle:
     """A bundle being graded: its row, its folder, and how many of its lessons are pending."""
 
@@ -73,7 +83,7 @@ class Ahead:
     receives each finished row. ``same``: a lesson whose files are byte for byte those of one
     graded before in this process gets that grade again (an entry is reused only if
     ``_repeatable``). ``window``: how many lesson modules may be loading or loaded ahead of
-    their grades (default: those of three bundles, at least 6); each holds a worker."""
+    their grades (default: ``window_for`` one process)."""
 
     def __init__(
         self,
@@ -86,7 +96,7 @@ class Ahead:
     ) -> None:
         self.paths, self.modules, self.take, self.emit = paths, modules, take, emit
         self.same = same
-        self.window = window or max(6, 3 * len(modules))
+        self.window = window or window_for(len(modules), 1)
         self.catalog = load_catalog()
         self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
         self.units: list[one_session.Unit] = []  # loading or loaded, in the order taken

@@ -167,7 +167,8 @@ def _one_round(
                         out.write(json.dumps([index, row]).encode() + b"\n")
                         out.flush()
 
-                    class_stream.Ahead(paths, modules, shared.take, emit, same=same).run()
+                    window = class_stream.window_for(len(modules), processes)
+                    class_stream.Ahead(paths, modules, shared.take, emit, same=same, window=window).run()
             except BaseException:  # noqa: BLE001 - its rows that did not arrive are graded again
                 code = 1
             os._exit(code)
