@@ -162,7 +162,10 @@ def main(argv: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the keeper must not inherit a blocked signal
     import numpy  # noqa: F401 - what every worker imports first: the point of a zygote
 
-    from course.engine import keeper, worker  # noqa: F401
+    from course.engine import keeper, sandbox, worker  # noqa: F401
+
+    keeper.prepare()  # made once here, not in every keeper and worker forked from here
+    sandbox.prepare()
 
     os.close(ready)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the keepers
