@@ -1,6 +1,8 @@
 """What a keeper and worker forked by the zygote start from: the grader's environment as of the
 worker's start, and a process with no thread bookkeeping to redo after each fork."""
 
+import os
+import signal
 import time
 
 import pytest
@@ -69,5 +71,22 @@ def test_learner_code_forked_by_the_zygote_finds_neither_threading_nor_subproces
     learner = forked_module(learner_folder)
     try:
         assert learner.preloaded() == []
+    finally:
+        learner.close()
+
+
+def test_a_forked_worker_that_was_killed_is_no_longer_running_and_says_how_it_ended(learner_folder):
+    learner = forked_module(learner_folder)
+    try:
+        worker = learner.workers[0]
+        learner.preloaded()  # imported and answering
+        assert worker.running()
+        os.kill(worker.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while worker.running():
+            assert time.monotonic() < deadline, "a killed worker still looks alive"
+            time.sleep(0.01)
+        assert worker.exit_code() == -signal.SIGKILL
+        assert worker.process.wait(timeout=10) == 0  # its keeper swept and ended
     finally:
         learner.close()
