@@ -1,5 +1,6 @@
 """What a keeper and worker forked by the zygote start from: the grader's environment as of the
-worker's start, and a process with no thread bookkeeping to redo after each fork."""
+worker's start, and a process with no module whose fork handler (threading's, random's) runs again
+in each fork."""
 
 import os
 import signal
@@ -13,7 +14,7 @@ from course.engine.limits import Limits
 LEARNER = """
 import os, sys
 
-PRELOADED = sorted(name for name in ("threading", "subprocess") if name in sys.modules)
+PRELOADED = sorted(name for name in ("threading", "subprocess", "random", "tempfile") if name in sys.modules)
 
 def environment():
     return [[key, value] for key, value in os.environ.items()]
@@ -67,7 +68,7 @@ def test_a_forked_worker_has_the_graders_environment_as_changed_since_the_zygote
         learner.close()
 
 
-def test_learner_code_forked_by_the_zygote_finds_neither_threading_nor_subprocess_loaded(learner_folder):
+def test_learner_code_forked_by_the_zygote_finds_no_module_with_a_fork_handler_loaded(learner_folder):
     learner = forked_module(learner_folder)
     try:
         assert learner.preloaded() == []

@@ -15,7 +15,6 @@ from __future__ import annotations
 import builtins
 import errno
 import faulthandler
-import importlib.abc
 import importlib.machinery
 import inspect
 import mmap
@@ -58,7 +57,10 @@ def _limit_resources(memory_bytes: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-class _LessonLoader(importlib.abc.Loader):
+# The finder and loader below need no base class (the import system asks only for their
+# methods), and importlib.abc would load tempfile and random into every worker, the latter with
+# a fork handler that reseeds in every keeper and worker the zygote forks.
+class _LessonLoader:
     """Executes a lesson module from its ``.py`` source, compiled here: never from bytecode."""
 
     def __init__(self, path: Path) -> None:
@@ -73,7 +75,7 @@ class _LessonLoader(importlib.abc.Loader):
         exec(code, module.__dict__)  # noqa: S102 - the learner's lesson file, in the worker
 
 
-class _LessonFinder(importlib.abc.MetaPathFinder):
+class _LessonFinder:
     """First in ``sys.meta_path``: a module named like a lesson (``names``, data from the
     grader) is only ever ``<source_dir>/<name>.py``, never a package, a ``.pyc``, an extension
     module or anything else on the path named like it. No such file: no such module."""
@@ -88,7 +90,8 @@ class _LessonFinder(importlib.abc.MetaPathFinder):
         file = self.source_dir / f"{fullname}.py"
         if not file.is_file():  # the same words as Python's own import system
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        spec = importlib.machinery.ModuleSpec(fullname, _LessonLoader(file), origin=str(file))
+        loader: Any = _LessonLoader(file)
+        spec = importlib.machinery.ModuleSpec(fullname, loader, origin=str(file))
         spec.has_location = True  # sets __file__, which tracebacks and shape traces read
         return spec
 
