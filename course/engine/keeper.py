@@ -129,7 +129,7 @@ def _install_filter(measured: bool) -> bool:
 
 
 # Made once per process (``prepare``): a zygote's keepers and workers inherit them.
-_LIBC: list = []
+_LIBC: list[ctypes.CDLL] = []
 _PROGRAMS: dict[bool, bytes | None] = {}
 
 
@@ -203,7 +203,6 @@ def _fault_in_mapped_files(libc: object) -> None:
     learner's. An exec'd worker faulted in some of them while importing numpy. With every
     file page resident in both, and in the blank worker a measurement counts from, a call's
     peak counts what its code allocated, however its worker was started."""
-
     madvise = libc.madvise  # type: ignore[attr-defined]
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     try:

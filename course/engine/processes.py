@@ -246,7 +246,7 @@ class Worker:
 
     def running(self) -> bool:
         """False once the worker has ended (or its keeper has)."""
-        if isinstance(self.process, _ForkedKeeper):  # its poll has just read the status pipe
+        if self.forked:  # its keeper's poll has just read the status pipe
             return self.process.poll() is None and self._exit_status is None
         if self.process.poll() is not None:
             return False
