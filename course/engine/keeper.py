@@ -39,6 +39,7 @@ path of a cold check.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -48,9 +49,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 def main(argv: list[str]) -> int:
     request_fd, response_fd, control_fd, status_fd, inputs_fd = (int(arg) for arg in argv[:5])
     measured = argv[5:6] == ["measured"]
-    import ctypes
-
-    if ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return 70  # no subreaper, no guarantee: refuse rather than leak escapees (EX_SOFTWARE)
     worker = os.fork()
     if worker == 0:
@@ -63,7 +62,7 @@ def main(argv: list[str]) -> int:
         from course.engine.worker import main as work
 
         if measured:
-            _fault_in_mapped_files(ctypes.CDLL(None))
+            _fault_in_mapped_files(_libc())
         return work([str(request_fd), str(response_fd), str(inputs_fd), "filtered" if filtered else ""])
     try:
         os.setpgid(worker, worker)  # also here, so the group exists whichever side runs first
@@ -116,13 +115,51 @@ def _install_filter(measured: bool) -> bool:
     whose exec is refused) shares this process's memory.
 
     Returns False when the filter cannot be installed (another machine, an old kernel)."""
-    import ctypes
+    import struct
+
+    raw = _filter_program(measured)
+    if raw is None:
+        return False
+    program = ctypes.create_string_buffer(raw, len(raw))
+    fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(program))
+    libc = _libc()
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
+        return False
+    return bool(libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+
+
+# Made once per process (``prepare``): a zygote's keepers and workers inherit them.
+_LIBC: list[ctypes.CDLL] = []
+_PROGRAMS: dict[bool, bytes | None] = {}
+
+
+def _libc() -> ctypes.CDLL:
+    """This process's C library (ctypes), opened once: each ``ctypes.CDLL`` makes a class."""
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None))
+    return _LIBC[0]
+
+
+def prepare() -> None:
+    """Make now what each keeper and worker forked from this process (the zygote) would
+    otherwise make again: the C library's handle and both seccomp programs."""
+    _libc()
+    _filter_program(False)
+    _filter_program(True)
+
+
+def _filter_program(measured: bool) -> bytes | None:
+    """The seccomp program of ``_install_filter`` for this machine (None: no such program
+    here), as the kernel reads it: ``struct sock_filter`` after ``struct sock_filter``."""
+    if measured in _PROGRAMS:
+        return _PROGRAMS[measured]
     import platform
     import struct
 
     machine = _SECCOMP_ARCH.get(platform.machine())
     if machine is None:
-        return False
+        _PROGRAMS[measured] = None
+        return None
     arch, always, processes, clone, clone3 = machine
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, kill = 0x7FFF0000, 0x80000000
@@ -150,12 +187,8 @@ def _install_filter(measured: bool) -> bool:
         )
         for index, (op, jt, jf, k) in enumerate(code)
     )
-    program = ctypes.create_string_buffer(raw, len(raw))
-    fprog = struct.pack("=HxxxxxxQ", len(code), ctypes.addressof(program))
-    libc = ctypes.CDLL(None)
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
-        return False
-    return bool(libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+    _PROGRAMS[measured] = raw
+    return raw
 
 
 _MADV_POPULATE_READ = 22  # Linux 5.14
@@ -170,8 +203,6 @@ def _fault_in_mapped_files(libc: object) -> None:
     learner's. An exec'd worker faulted in some of them while importing numpy. With every
     file page resident in both, and in the blank worker a measurement counts from, a call's
     peak counts what its code allocated, however its worker was started."""
-    import ctypes
-
     madvise = libc.madvise  # type: ignore[attr-defined]
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     try:

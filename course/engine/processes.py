@@ -42,6 +42,7 @@ _READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap 
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
 # The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
 _STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
+_STATUS_NAMES = {"keeper": "_keeper_pid", "pid": "_pid", "exit": "_exit_status"}  # see _read_status
 
 
 class Worker:
@@ -238,7 +239,8 @@ class Worker:
                     setattr(self, field, int(number))
 
     def _status_field(self, name: str) -> int | None:
-        return {"keeper": self._keeper_pid, "pid": self._pid, "exit": self._exit_status}.get(name)
+        field = _STATUS_NAMES.get(name)
+        return None if field is None else getattr(self, field)
 
     @property
     def pid(self) -> int | None:
@@ -248,6 +250,8 @@ class Worker:
 
     def running(self) -> bool:
         """False once the worker has ended (or its keeper has)."""
+        if self.forked:  # its keeper's poll has just read the status pipe
+            return self.process.poll() is None and self._exit_status is None
         if self.process.poll() is not None:
             return False
         self._read_status("exit", 0.0)

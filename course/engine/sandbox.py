@@ -51,6 +51,7 @@ _SYSTEM_READABLE = (
 )
 
 
+@functools.cache  # a CDLL makes a class each time; a zygote's workers inherit this one
 def _libc() -> tuple[ctypes.CDLL, tuple[int, int, int]] | None:
     numbers = _SYSCALLS.get(platform.machine())
     if numbers is None:
@@ -58,6 +59,11 @@ def _libc() -> tuple[ctypes.CDLL, tuple[int, int, int]] | None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc, numbers
+
+
+def prepare() -> None:
+    """Open the C library now (in the zygote), for every worker forked from here."""
+    _libc()
 
 
 def _abi() -> int:

@@ -1,0 +1,93 @@
+"""What a keeper and worker forked by the zygote start from: the grader's environment as of the
+worker's start, and a process with no module whose fork handler (threading's, random's) runs again
+in each fork."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from course.engine import client, processes, zygote
+from course.engine.limits import Limits
+
+LEARNER = """
+import os, sys
+
+PRELOADED = sorted(name for name in ("threading", "subprocess", "random", "tempfile") if name in sys.modules)
+
+def environment():
+    return [[key, value] for key, value in os.environ.items()]
+
+def preloaded():
+    return PRELOADED
+"""
+
+
+@pytest.fixture
+def learner_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(zygote, "_failures", 0)  # other tests break zygotes on purpose
+    (tmp_path / "l00_probe.py").write_text(LEARNER)
+    deadline = time.monotonic() + 30
+    while zygote.zygote(processes.worker_environment()) is None:
+        assert time.monotonic() < deadline, "no zygote came up"
+        time.sleep(0.02)
+    return tmp_path
+
+
+def forked_module(folder):
+    learner = client.LearnerModule(folder, "l00_probe", Limits(call_seconds=5))
+    assert learner.workers[0].forked, "this process's workers should come from its zygote"
+    return learner
+
+
+def environment(learner) -> list[tuple[str, str]]:
+    return [(key, value) for key, value in learner.environment()]
+
+
+def test_a_forked_worker_has_the_graders_environment_in_its_order(learner_folder):
+    learner = forked_module(learner_folder)
+    try:
+        expected = list(processes.worker_environment().items())
+        assert environment(learner) == expected
+    finally:
+        learner.close()
+
+
+def test_a_forked_worker_has_the_graders_environment_as_changed_since_the_zygote_started(
+    learner_folder, monkeypatch
+):
+    monkeypatch.setenv("COURSE_PROBE_MARK", "changed since the zygote started")
+    monkeypatch.delenv("HOME", raising=False)
+    learner = forked_module(learner_folder)
+    try:
+        assert environment(learner) == list(processes.worker_environment().items())
+        assert ("COURSE_PROBE_MARK", "changed since the zygote started") in environment(learner)
+        assert "HOME" not in dict(environment(learner))
+    finally:
+        learner.close()
+
+
+def test_learner_code_forked_by_the_zygote_finds_no_module_with_a_fork_handler_loaded(learner_folder):
+    learner = forked_module(learner_folder)
+    try:
+        assert learner.preloaded() == []
+    finally:
+        learner.close()
+
+
+def test_a_forked_worker_that_was_killed_is_no_longer_running_and_says_how_it_ended(learner_folder):
+    learner = forked_module(learner_folder)
+    try:
+        worker = learner.workers[0]
+        learner.preloaded()  # imported and answering
+        assert worker.running()
+        os.kill(worker.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while worker.running():
+            assert time.monotonic() < deadline, "a killed worker still looks alive"
+            time.sleep(0.01)
+        assert worker.exit_code() == -signal.SIGKILL
+        assert worker.process.wait(timeout=10) == 0  # its keeper swept and ended
+    finally:
+        learner.close()
