@@ -126,6 +126,16 @@ def test_a_module_that_loops_at_import_is_over_its_limit_while_the_bundles_after
     assert all(row["lessons"]["l01_projections"]["status"] == "passed" for row in by_index.values())
 
 
+def behind_a_looping_call(tmp_path: Path, sleep: float) -> dict[int, dict]:
+    """The rows of two bundles loaded at once and graded in one process: a's first call loops
+    until the call limit, b's import sleeps ``sleep`` seconds first."""
+    paths = [
+        make_bundle(tmp_path / "a.zip", {"l01_projections": LOOP_IN_LINEAR}),
+        make_bundle(tmp_path / "b.zip", {"l01_projections": f"import time\ntime.sleep({sleep})\n" + SOLVED}),
+    ]
+    return dict(stream(paths, ["l01_projections"]))
+
+
 def test_an_import_that_ends_unseen_while_another_grade_runs_is_loaded_again_and_passes(
     tmp_path, monkeypatch, counted
 ):
@@ -133,11 +143,7 @@ def test_an_import_that_ends_unseen_while_another_grade_runs_is_loaded_again_and
     # is over (its first call runs into the 4 s limit): when it ended, nobody saw; so it is
     # loaded again and waited for, never held against it.
     monkeypatch.setenv("COURSE_LIMITS", "import=3,call=4")
-    paths = [
-        make_bundle(tmp_path / "a.zip", {"l01_projections": LOOP_IN_LINEAR}),
-        make_bundle(tmp_path / "b.zip", {"l01_projections": "import time\ntime.sleep(0.3)\n" + SOLVED}),
-    ]
-    rows = dict(stream(paths, ["l01_projections"]))
+    rows = behind_a_looping_call(tmp_path, 0.3)
     assert "timeout" in statuses(rows[0]["lessons"]["l01_projections"])
     assert rows[1]["lessons"]["l01_projections"]["status"] == "passed"
     assert len(counted) == 3  # a, b, and b again
@@ -147,11 +153,7 @@ def test_an_import_seen_unfinished_past_its_limit_is_over_it_without_waiting_for
     tmp_path, monkeypatch, counted
 ):
     monkeypatch.setenv("COURSE_LIMITS", "import=1,call=2")
-    paths = [
-        make_bundle(tmp_path / "a.zip", {"l01_projections": LOOP_IN_LINEAR}),
-        make_bundle(tmp_path / "b.zip", {"l01_projections": "import time\ntime.sleep(60)\n" + SOLVED}),
-    ]
-    rows = dict(stream(paths, ["l01_projections"]))
+    rows = behind_a_looping_call(tmp_path, 60)
     slow = rows[1]["lessons"]["l01_projections"]
     assert slow["status"] == "error" and "took longer than 1 s" in slow["result"]["message"]
     assert len(counted) == 2  # not loaded again: seen unfinished after its limit is enough
