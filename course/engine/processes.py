@@ -2,14 +2,15 @@
 find out where it is stuck or why it died, and kill it with everything it started (its keeper
 does that, see ``keeper``: only the worker's own subtree, never anything else of the caller's).
 
-``client.LearnerModule`` drives these; nothing here knows about grading.
+``client.LearnerModule`` drives these; nothing here knows about grading. What the keeper reports
+on its status pipe is read in ``keeper_status`` (``Worker``'s base), and the sentences about a
+worker that died or overran are written in ``dead_or_busy``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import signal
 import subprocess
@@ -22,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from course.engine import protocol, zygote
+from course.engine import dead_or_busy, protocol, zygote
+from course.engine.keeper_status import KeeperStatus, _ForkedKeeper
 from course.engine.limits import ONE_THREAD, Limits
 
 # -I ignores PYTHONPATH and the current folder, so the keeper is told where the course lives.
@@ -40,12 +42,9 @@ def worker_environment() -> dict[str, str]:
 
 _READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold
 _FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
-# The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
-_STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
-_STATUS_NAMES = {"keeper": "_keeper_pid", "pid": "_pid", "exit": "_exit_status"}  # see _read_status
 
 
-class Worker:
+class Worker(KeeperStatus):
     """One worker process. Started blank (numpy imported, nothing of the learner's), then
     ``load`` tells it which module to import, so a spare can be started ahead of time.
 
@@ -88,11 +87,6 @@ class Worker:
                 os.close(fd)
         self.import_info: dict | None = None
         self.loaded_at: float | None = None  # when ``load`` was sent: the import's clock starts
-
-    @property
-    def forked(self) -> bool:
-        """Whether the zygote forked this worker's keeper (else it was exec'd)."""
-        return isinstance(self.process, _ForkedKeeper)
 
     def _open(self) -> tuple[int, int, int, int, int]:
         """New pipes and files; returns the keeper's ends (request, response, control, status,
@@ -217,92 +211,14 @@ class Worker:
             self.import_info, _ = self.receive(deadline, max_arrays=0)  # a report has no arrays
         return self.import_info
 
-    # -- what the keeper says ------------------------------------------------------------------
-    def _read_status(self, until: str, timeout: float) -> None:
-        """Read the keeper's status lines until ``until`` is known ("keeper": its pid, "pid":
-        the worker's, "exit": how the worker ended; "end": never), the keeper closed the pipe,
-        or ``timeout`` passed."""
-        deadline = time.monotonic() + timeout
-        while self._status >= 0 and not self._status_ended and self._status_field(until) is None:
-            remaining = max(0.0, deadline - time.monotonic())
-            if not select.select([self._status], [], [], remaining)[0]:
-                return
-            chunk = os.read(self._status, 4096)
-            if not chunk:
-                self._status_ended = True  # only the keeper holds its end: it has ended
-                return
-            self._status_buffer += chunk
-            *lines, self._status_buffer = self._status_buffer.split(b"\n")
-            for line in lines:
-                field, number = _STATUS_FIELDS.get(line[:1]), line[1:]
-                if field is not None and number.isdigit() and getattr(self, field) is None:
-                    setattr(self, field, int(number))
-
-    def _status_field(self, name: str) -> int | None:
-        field = _STATUS_NAMES.get(name)
-        return None if field is None else getattr(self, field)
-
-    @property
-    def pid(self) -> int | None:
-        """The worker's process id (also its process group's), None if it never started."""
-        self._read_status("pid", 5.0)
-        return self._pid
-
-    def running(self) -> bool:
-        """False once the worker has ended (or its keeper has)."""
-        if self.forked:  # its keeper's poll has just read the status pipe
-            return self.process.poll() is None and self._exit_status is None
-        if self.process.poll() is not None:
-            return False
-        self._read_status("exit", 0.0)
-        return self._exit_status is None
-
-    def exit_code(self, timeout: float = 5.0) -> int | None:
-        """How the worker ended, as ``Popen.returncode`` says it (-N for signal N); None if it
-        has not ended within ``timeout``."""
-        self._read_status("exit", timeout)
-        if self._exit_status is not None:
-            return os.waitstatus_to_exitcode(self._exit_status)
-        return self.process.poll()  # no report: the keeper's own ending, if it has ended
-
+    # -- what it printed, and what it tells of a worker that died or overran -----------------
     def death_message(self, source_dir: Path | None = None) -> str:
-        code = self.exit_code()
-        if code is None:
-            return "The Python process running your code stopped answering the grader."
-        if self.pid is None:
-            return f"The grader could not start a Python process for your code (exit code {code})."
-        if code < 0:
-            name = signal.Signals(-code).name
-            if name == "SIGSEGV":
-                where = _learner_line(self._output_since(0)[-20_000:], source_dir) if source_dir else ""
-                return "Your code crashed the Python process (segmentation fault)." + where.replace(
-                    " It was busy in", " It crashed in"
-                )
-            return f"The Python process running your code was killed by {name}."
-        return (
-            f"Your code ended the Python process (exit code {code}) instead of returning "
-            "a value. Remove sys.exit / os._exit / quit calls from your lesson files."
-        )
+        """Why the worker ended, in a sentence for the learner (see ``dead_or_busy``)."""
+        return dead_or_busy.death_message(self, source_dir)
 
     def where_busy(self, source_dir: Path) -> str:
-        """Where a worker that overran its time is: ask it for a stack dump (faulthandler,
-        on SIGUSR1) and name the learner's innermost line, or '' if it cannot tell."""
-        try:
-            size = os.fstat(self.output).st_size
-            os.write(self._control, b"u")  # the keeper signals the worker: never a recycled pid
-        except OSError:
-            return ""
-        deadline = time.monotonic() + 3.0  # a dump takes milliseconds; a loaded machine longer
-        text = ""
-        while time.monotonic() < deadline:
-            time.sleep(0.02)
-            text = self._output_since(size)
-            if "most recent call first" in text and text.rstrip().endswith(">"):
-                break
-        return _learner_line(text, source_dir)
-
-    def _output_since(self, offset: int) -> str:
-        return self.printed(offset, 200_000).decode("utf-8", "replace")
+        """Where a worker that overran its time is stuck, or '' (see ``dead_or_busy``)."""
+        return dead_or_busy.where_busy(self, source_dir)
 
     def printed(self, offset: int, limit: int) -> bytes:
         """At most ``limit`` bytes of what the worker printed, from ``offset`` (negative: from
@@ -373,55 +289,3 @@ class Worker:
                 except OSError:
                     pass
                 setattr(self, name, -1)
-
-
-class _ForkedKeeper:
-    """What ``Worker`` uses of a ``Popen`` (pid, poll, wait), for a keeper the zygote forked.
-    It is not our child: it has ended when its status pipe's end is closed (the keeper alone
-    holds it), with the code it reported (``E``), 0 after a worker it reported ended (the
-    keeper exits 0 after its sweep), else -SIGKILL (nothing else stops it unannounced)."""
-
-    def __init__(self, worker: Worker, pid: int) -> None:
-        self.pid = pid
-        self._worker = weakref.ref(worker)
-
-    def _code(self, timeout: float) -> int | None:
-        worker = self._worker()
-        if worker is None:
-            return None
-        worker._read_status("end", timeout)
-        if not worker._status_ended and worker._status >= 0:
-            return None
-        if worker._keeper_code is not None:
-            return worker._keeper_code
-        return 0 if worker._exit_status is not None else -signal.SIGKILL
-
-    def poll(self) -> int | None:
-        return self._code(0.0)
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self._code(1e9 if timeout is None else timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
-        return code
-
-
-def _learner_line(dump: str, source_dir: Path) -> str:
-    """ " It was busy in FILE, line N: CODE" for the innermost learner frame of a faulthandler
-    dump (most recent call first), or ''."""
-    for path, line in re.findall(r'File "([^"]+)", line (\d+)', dump):
-        if Path(path).parent == source_dir:
-            code = _source_line(Path(path), int(line))
-            return f" It was busy in {Path(path).name}, line {line}" + (f": {code}" if code else ".")
-    return ""
-
-
-def _source_line(path: Path, number: int) -> str:
-    try:
-        with open(path, "rb") as handle:  # its start only: a learner's file may be huge
-            lines = handle.read(2 << 20).split(b"\n")
-        if 0 < number <= len(lines):
-            return lines[number - 1].decode("utf-8", "replace").strip()[:120]
-    except OSError:
-        pass
-    return ""
