@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 from course.catalog import load_catalog
 from course.engine import one_session, sandbox
@@ -147,7 +148,7 @@ class Ahead:
             row["problems"].append(
                 f"the grader failed on this bundle: {type(error).__name__}: {str(error)[:200]}"
             )
-            for unit in [unit for unit in self.units if unit.tag[0] is bundle]:  # type: ignore[index]
+            for unit in [unit for unit in self.units if _tag(unit)[0] is bundle]:
                 unit.learner.close()
                 self.units.remove(unit)
             bundle.pending = 0
@@ -197,7 +198,8 @@ class Ahead:
             soonest = float("inf")
             for unit in self.units:
                 worker = unit.learner.workers[-1]
-                limit = worker.loaded_at + unit.learner.limits.import_seconds  # type: ignore[operator]
+                assert worker.loaded_at is not None  # LearnerModule loads as it starts a worker
+                limit = worker.loaded_at + unit.learner.limits.import_seconds
                 before = time.monotonic()
                 settled = worker.import_settled()
                 after = time.monotonic()
@@ -225,7 +227,7 @@ class Ahead:
         return unit
 
     def done(self, unit: one_session.Unit, result: LessonResult | Exception) -> None:
-        bundle, digest = unit.tag  # type: ignore[misc]
+        bundle, digest = _tag(unit)
         if isinstance(result, Exception):
             bundle.row["outcome"] = CRASHED
             bundle.row["problems"].append(
@@ -249,6 +251,11 @@ class Ahead:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
         shutil.rmtree(bundle.folder, ignore_errors=True)
         self.emit(bundle.index, row)
+
+
+def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:
+    """The bundle a unit of this module belongs to, and its lesson's content digest."""
+    return cast("tuple[_Bundle, str]", unit.tag)
 
 
 def _entry(result: LessonResult) -> dict:

@@ -24,10 +24,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course import __version__
 from course.catalog import Lesson
 from course.instructor import class_stream, similarity
+
+if TYPE_CHECKING:
+    from course.instructor.notebook_grading import NotebookSubmission
 from course.instructor.class_stream import CRASHED, GRADED, MISSING, REFUSED  # noqa: E402,F401 - the row outcomes
 
 
@@ -196,7 +200,7 @@ def _one_round(
 
 
 def _grade_notebooks(
-    jobs: dict[str, object],
+    jobs: dict[str, NotebookSubmission],
     modules: list[str],
     workers: int,
     on_row: Callable[[dict, int, int], None] | None,
