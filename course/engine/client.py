@@ -31,7 +31,7 @@ from course.engine.learner_errors import (
     problem_for,
 )
 from course.engine.limits import Limits
-from course.engine.measured import Measurement, blank_resident
+from course.engine.measured import Measurement, measure_call
 from course.engine.processes import Worker
 
 
@@ -274,65 +274,10 @@ class LearnerModule:
     # -- measured calls ------------------------------------------------------------------------
     def measure(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
         """Call ``name(*args, **kwargs)`` in a worker of its own whose memory the grader reads
-        from the kernel, never from the worker: the high-water mark of its resident memory is
-        reset (``/proc/<pid>/clear_refs``) just before the call and read (``VmHWM``) just after
-        the reply. That worker may not start other processes (its keeper forbids fork and
-        exec), so everything the learner's code holds is in that one figure. ``peak_bytes``
+        from the kernel, never from the worker (see ``measured.measure_call``). ``peak_bytes``
         counts from a blank worker's resident size, so it includes what the learner's module
         keeps between calls and the call's inputs; see ``testing.check_peak_below``.
 
         Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
         (no Landlock, so learner code could reset the mark itself)."""
-        usual = self._worker
-        meter = self._meter if self._meter is not None and self._meter.running() else None
-        if meter is None:
-            meter = self.start(Worker(self.scratch, measured=True))  # loaded as any worker is
-        blank = blank_resident(self.limits, meter.forked)
-        if blank is None:  # forked, and no blank forked worker can be had now: exec both
-            self._retire(meter)
-            meter = self.start(Worker(self.scratch, measured=True, may_fork=False))
-            blank = blank_resident(self.limits, False)
-        assert blank is not None  # an exec'd worker is always exec'd
-        self._worker = meter
-        try:
-            report = self.import_report()
-            if report.get("ok") and not report.get("sandbox"):
-                raise RuntimeError(
-                    "Memory cannot be measured on this machine: it has no Landlock, so the code "
-                    "measured could reset its own high-water mark."
-                )
-            if self._worker is meter:  # else the import failed and call() raises for it
-                try:
-                    meter.reset_peak()
-                except OSError:
-                    self._retire(meter)
-                    raise LearnerError(
-                        f"The grader could not measure the memory of {name}: the process running "
-                        "your code no longer lets it (did your code change its own process "
-                        "settings, e.g. with prctl?)."
-                    ) from None
-            start = time.monotonic()
-            try:
-                result = self.call(name, args, kwargs)
-            except LearnerError as problem:
-                if problem.kind in ("PermissionError", "BlockingIOError") and "not permitted" in problem.text:
-                    raise LearnerError(
-                        f"{problem}\n(While its memory is measured, {name} may not start other "
-                        "processes: compute the result in the function itself.)",
-                        {"type": problem.kind, "message": problem.text},
-                    ) from None
-                raise
-            seconds = time.monotonic() - start
-            if self._worker is not meter:
-                raise LearnerError(f"The process running {name} ended before its memory could be read.")
-            try:
-                _, peak = meter.memory()
-            except OSError:
-                self._retire(meter)
-                raise LearnerError(
-                    f"The process running {name} ended before its memory could be read."
-                ) from None
-            return Measurement(result, max(0, peak - blank), seconds)
-        finally:
-            self._meter = self._worker if self._worker is meter else None
-            self._worker = usual if usual is not None and usual is not meter else None
+        return measure_call(self, name, args, kwargs)

@@ -1,10 +1,11 @@
-"""Memory measured by the grader: what a measured call gives back, and the baseline it counts from.
+"""Memory measured by the grader: the measured call, what it gives back, and the baseline it counts from.
 
-``client.LearnerModule.measure`` runs a call in a worker of its own and reads that worker's peak
-resident memory from the kernel. The peak is counted above a blank worker's, started the same
-way (``blank_resident``): numpy loaded, nothing of the learner's. Kept apart from the call path
-so that the debug run's stand-in (``debug.InProcessModule.measure``) returns the same
-``Measurement`` without the worker machinery.
+``client.LearnerModule.measure`` hands over to ``measure_call``, which runs a call in a worker of
+its own and reads that worker's peak resident memory from the kernel. The peak is counted above
+a blank worker's, started the same way (``blank_resident``): numpy loaded, nothing of the
+learner's. Kept apart from the ordinary call path (``client``), which it uses only through the
+methods ``_Measurable`` names; the debug run's stand-in (``debug.InProcessModule.measure``)
+returns the same ``Measurement`` without the worker machinery.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from course.engine import protocol
+from course.engine.learner_errors import LearnerError
 from course.engine.limits import Limits
 from course.engine.processes import Worker
 
@@ -62,3 +64,85 @@ def blank_resident(limits: Limits, forked: bool) -> int | None:
 
             shutil.rmtree(folder, ignore_errors=True)
     return _BLANK_RESIDENT[key]
+
+
+class _Measurable(Protocol):
+    """What ``measure_call`` uses of a ``client.LearnerModule`` (client imports this module,
+    not the reverse)."""
+
+    limits: Limits
+    scratch: Path
+    _worker: Worker | None
+    _meter: Worker | None
+
+    def start(self, spare: Worker | None = None) -> Worker: ...
+
+    def import_report(self) -> dict: ...
+
+    def _retire(self, worker: Worker) -> None: ...
+
+    def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any: ...
+
+
+def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> Measurement:
+    """Call ``name(*args, **kwargs)`` in a worker of its own whose memory the grader reads
+    from the kernel, never from the worker: the high-water mark of its resident memory is
+    reset (``/proc/<pid>/clear_refs``) just before the call and read (``VmHWM``) just after
+    the reply. That worker may not start other processes (its keeper forbids fork and
+    exec), so everything the learner's code holds is in that one figure. ``peak_bytes``
+    counts from a blank worker's resident size, so it includes what the learner's module
+    keeps between calls and the call's inputs; see ``testing.check_peak_below``.
+
+    Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
+    (no Landlock, so learner code could reset the mark itself)."""
+    usual = module._worker
+    meter = module._meter if module._meter is not None and module._meter.running() else None
+    if meter is None:
+        meter = module.start(Worker(module.scratch, measured=True))  # loaded as any worker is
+    blank = blank_resident(module.limits, meter.forked)
+    if blank is None:  # forked, and no blank forked worker can be had now: exec both
+        module._retire(meter)
+        meter = module.start(Worker(module.scratch, measured=True, may_fork=False))
+        blank = blank_resident(module.limits, False)
+    assert blank is not None  # an exec'd worker is always exec'd
+    module._worker = meter
+    try:
+        report = module.import_report()
+        if report.get("ok") and not report.get("sandbox"):
+            raise RuntimeError(
+                "Memory cannot be measured on this machine: it has no Landlock, so the code "
+                "measured could reset its own high-water mark."
+            )
+        if module._worker is meter:  # else the import failed and call() raises for it
+            try:
+                meter.reset_peak()
+            except OSError:
+                module._retire(meter)
+                raise LearnerError(
+                    f"The grader could not measure the memory of {name}: the process running "
+                    "your code no longer lets it (did your code change its own process "
+                    "settings, e.g. with prctl?)."
+                ) from None
+        start = time.monotonic()
+        try:
+            result = module.call(name, args, kwargs)
+        except LearnerError as problem:
+            if problem.kind in ("PermissionError", "BlockingIOError") and "not permitted" in problem.text:
+                raise LearnerError(
+                    f"{problem}\n(While its memory is measured, {name} may not start other "
+                    "processes: compute the result in the function itself.)",
+                    {"type": problem.kind, "message": problem.text},
+                ) from None
+            raise
+        seconds = time.monotonic() - start
+        if module._worker is not meter:
+            raise LearnerError(f"The process running {name} ended before its memory could be read.")
+        try:
+            _, peak = meter.memory()
+        except OSError:
+            module._retire(meter)
+            raise LearnerError(f"The process running {name} ended before its memory could be read.") from None
+        return Measurement(result, max(0, peak - blank), seconds)
+    finally:
+        module._meter = module._worker if module._worker is meter else None
+        module._worker = usual if usual is not None and usual is not meter else None

@@ -8,19 +8,23 @@ test supplies (``mistakes``), the name of that mistake.
 A classic mistake is a ``Mistake``: an id (data, stable, what the JSON and the misconception
 registry refer to), the sentence a learner reads (``says``), and optionally the id of the named
 misconception it shows (``course/misconceptions.toml``). Nothing downstream reads the sentence.
+Mistakes and their diagnosis live in ``mistakes``, the hypothesis profile and ``GRADING_SEED`` in
+``grading_profile``; both are re-exported here, where the grading tests import them from.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
-from course.engine import misconceptions
+from course.engine.grading_profile import GRADING_SEED as GRADING_SEED
+from course.engine.grading_profile import settings as settings
+from course.engine.mistakes import KnownMistake as KnownMistake
+from course.engine.mistakes import Mistake as Mistake
+from course.engine.mistakes import Mistakes, _declared, _fail, diagnose
+from course.engine.mistakes import named_by_code as named_by_code
 from course.engine.protocol import Opaque
 
 exercise = pytest.mark.exercise
@@ -28,127 +32,6 @@ exercise = pytest.mark.exercise
 hand_checked = pytest.mark.hand_checked
 """``@hand_checked`` marks a small case whose answer is worked out by hand in the test: when it
 fails it explains the mistake best, so it is shown before random and generated cases."""
-
-try:  # hypothesis is a dependency, but the engine must not fall over if it is missing
-    from hypothesis import HealthCheck, Phase, settings
-
-    settings.register_profile(
-        "grading",
-        # The same examples on every run, so grades are reproducible: the plugin gives every
-        # property test the fixed seed GRADING_SEED (cheaper than derandomize=True, which
-        # re-reads each test's source to derive its seed).
-        database=None,  # never write .hypothesis/ into anyone's folder
-        deadline=None,  # time is limited by the worker's own limits
-        max_examples=10,
-        # No shrinking: a failing property would otherwise re-call the learner's code hundreds
-        # of times (seconds per check) to find a smaller example.
-        phases=(Phase.explicit, Phase.reuse, Phase.generate),
-        print_blob=False,
-        suppress_health_check=list(HealthCheck),
-    )
-except ImportError:  # pragma: no cover
-    settings = None  # type: ignore[assignment, misc]
-
-
-def _examples_from_the_seed_alone() -> None:
-    """Hypothesis mixes into what it draws (one draw in twenty) constants read from the source
-    of every "local" module loaded in the process: which modules happen to be loaded, and
-    whether the course runs from a clone (local) or a wheel (site-packages), would change a
-    grade's examples, and reading them costs about 100 ms of the first check. The grading
-    examples come from the profile and the seed alone: that pool is kept empty (hypothesis has
-    no setting for it; without the internals named here nothing changes)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants
-    except ImportError:  # pragma: no cover - another hypothesis: it reads no constants, or keeps them
-        return
-    if callable(getattr(providers, "_get_local_constants", None)):
-        empty = Constants()
-        providers._get_local_constants = lambda: empty
-        cache: Any = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
-        if cache is not None and hasattr(cache, "clear"):
-            cache.clear()
-
-
-if settings is not None:
-    _examples_from_the_seed_alone()
-
-GRADING_SEED = 20170612  # the day "Attention Is All You Need" appeared
-_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A classic mistake a grading test can recognise.
-
-    ``id`` names it as data (kebab-case, unique within its lesson; the JSON's ``mistake_id``);
-    ``says`` is the sentence the learner reads; ``misconception`` is the id of the named
-    misconception it shows, if any (an id of ``course/misconceptions.toml``; the JSON's
-    ``misconception``). ``str(mistake)`` is its sentence, so messages can embed it.
-    """
-
-    id: str
-    says: str
-    misconception: str = ""
-
-    def __post_init__(self) -> None:
-        for value in (self.id, self.misconception or "x"):
-            if not _ID.fullmatch(value):
-                raise ValueError(f"grader bug: {value!r} is not a kebab-case id")
-        if self.misconception and self.misconception not in misconceptions.ids():
-            raise ValueError(
-                f"grader bug: mistake {self.id!r} names the misconception {self.misconception!r}, "
-                "which course/misconceptions.toml does not hold"
-            )
-
-    def __str__(self) -> str:
-        return self.says
-
-    def format(self, **fields: Any) -> Mistake:
-        """The same mistake, its sentence filled in (``says`` may hold ``{axis}`` and the like)."""
-        return self._saying(self.says.format(**fields))
-
-    def plus(self, more: str) -> Mistake:
-        """The same mistake, its sentence extended by ``more``."""
-        return self._saying(self.says + more)
-
-    def _saying(self, says: str) -> Mistake:
-        # Its id and misconception were checked when it was made: a copy with another sentence
-        # skips ``__post_init__`` (grading tests word their mistakes hundreds of times a grade).
-        copy = object.__new__(Mistake)
-        object.__setattr__(copy, "id", self.id)
-        object.__setattr__(copy, "says", says)
-        object.__setattr__(copy, "misconception", self.misconception)
-        return copy
-
-    @classmethod
-    def any_of(cls, *mistakes: Mistake, joined: str = "; or ") -> Mistake:
-        """Several mistakes that give the same answer: their ids and sentences joined, the first
-        misconception any of them shows."""
-        return cls(
-            "-or-".join(m.id for m in mistakes),
-            joined.join(m.says for m in mistakes),
-            next((m.misconception for m in mistakes if m.misconception), ""),
-        )
-
-
-Mistakes = Mapping[Mistake, Any]
-
-
-class KnownMistake(AssertionError):
-    """A failed check whose answer matches a named classic mistake (``mistake``)."""
-
-    def __init__(self, message: str, mistake: Mistake) -> None:
-        if not isinstance(mistake, Mistake):
-            raise TypeError(f"grader bug: a known mistake must be a Mistake, not {mistake!r}")
-        super().__init__(message)
-        self.mistake = mistake
-
-
-def _fail(message: str, mistake: Mistake | None) -> AssertionError:
-    if mistake is not None:
-        return KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
-    return AssertionError(message)
 
 
 def tolerances(dtype: np.dtype) -> tuple[float, float]:
@@ -211,71 +94,6 @@ def _differences(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray) ->
         row = np.array2string(values[first[:-1]][start:stop], max_line_width=200, threshold=ROW_WIDTH + 1)
         lines.append(f"  {name}{label} = {row}")
     return lines
-
-
-def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bool:
-    candidate = np.asarray(candidate)
-    if candidate.shape != actual.shape or actual.dtype.kind not in "biufc":
-        return False
-    with np.errstate(all="ignore"):
-        return bool(
-            np.allclose(
-                actual.astype(np.float64),
-                candidate.astype(np.float64),
-                rtol=max(rtol, 1e-4),
-                atol=max(atol, 1e-5),
-                equal_nan=True,
-            )
-        )
-
-
-def _declared(mistakes: Mistakes | None) -> None:
-    """Every key of ``mistakes`` is a Mistake: checked on every call, so a grading test that
-    names a mistake by a bare sentence fails when the solutions are graded, not only when a
-    learner happens to make that mistake."""
-    for mistake in mistakes or ():
-        if not isinstance(mistake, Mistake):
-            raise TypeError(f"grader bug: mistakes must be keyed by Mistake, not {mistake!r}")
-
-
-def diagnose(
-    actual: Any, mistakes: Mistakes | None, rtol: float = 1e-6, atol: float = 1e-9
-) -> Mistake | None:
-    """The first known mistake that ``actual`` reproduces, or None.
-
-    ``mistakes`` maps each Mistake to the array it produces (or a callable that computes it, so
-    costly variants are only computed when the answer is wrong).
-    """
-    _declared(mistakes)
-    if not mistakes or not isinstance(actual, np.ndarray):
-        return None
-    for mistake, variant in mistakes.items():
-        try:
-            value = variant() if callable(variant) else variant
-        except Exception:  # noqa: BLE001 - a variant that cannot be formed simply does not match
-            continue
-        if _matches(actual, value, rtol, atol):
-            return mistake
-    return None
-
-
-def named_by_code(
-    code: list[str], patterns: Mapping[Mistake, str | tuple[str, ...]] | None
-) -> Mistake | None:
-    """The first mistake (in the order given) whose regular expression matches a line of the
-    learner's ``code`` around the error (``learner_code.around``), or None. A tuple of patterns
-    must all match, each on some line (k and v both projected from x_q, on two lines).
-
-    A grading test module names the mistakes that raise instead of returning a wrong answer
-    (``k.T`` on a batched k, a cache concatenated on the wrong axis) in ``CODE_MISTAKES =
-    {Mistake: pattern}``; the plugin applies it to every check that ended in the learner's
-    exception. The patterns read the learner's code (data), never an error message."""
-    _declared(patterns)
-    for mistake, wanted in (patterns or {}).items():
-        every = (wanted,) if isinstance(wanted, str) else wanted
-        if all(any(re.search(pattern, line) for line in code) for pattern in every):
-            return mistake
-    return None
 
 
 def _close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> Any:
