@@ -40,15 +40,7 @@ from course.engine.wire_values import describe as describe
 from course.engine.wire_values import encode as encode
 
 # Taken once, at import: learner code in the worker may later replace numpy's attributes.
-_ndarray, _generic, _asarray, _frombuffer, _dtype, _prod, _int64 = (
-    np.ndarray,
-    np.generic,
-    np.asarray,
-    np.frombuffer,
-    np.dtype,
-    np.prod,
-    np.int64,
-)
+_asarray, _frombuffer = np.asarray, np.frombuffer
 
 MAX_HEADER = 16 * 1024 * 1024
 MAX_ARRAYS = 10_000
