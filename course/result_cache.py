@@ -147,10 +147,8 @@ def load(source_dir: Path, module: str, digest: str | None) -> LessonResult | No
 
 
 def keepable(result: LessonResult) -> bool:
-    """A grade that another run would give again: no timeout, no error of the whole lesson."""
-    from course.engine.results import ERROR, TIMEOUT
-
-    return result.status not in (ERROR, TIMEOUT) and result.counts()[TIMEOUT] == 0
+    """A grade that another run would give again (``LessonResult.repeatable``)."""
+    return result.repeatable()
 
 
 def store(source_dir: Path, module: str, digest: str | None, result: LessonResult) -> None:

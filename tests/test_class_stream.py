@@ -172,7 +172,8 @@ def test_a_function_that_ends_the_process_is_not_called_again_and_the_others_sti
     linear = [c for e in result["exercises"] if e["name"] == "linear" for c in e["checks"]]
     assert "exit code 3" in linear[0]["message"]
     assert all(
-        c["message"] == "Not run: an earlier call to linear ended the Python process running your code."
+        c["message"] == "Not run: an earlier call to linear ended the Python process running your code"
+        " (the first check that called it says how)."
         for c in linear[1:]
     )
     others = [c for e in result["exercises"] if e["name"] != "linear" for c in e["checks"]]

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from course.engine import protocol
+from course.engine import protocol, wire_checks
 
 
 def round_trip(header, arrays):
@@ -111,15 +111,17 @@ def outcome(check, kind, shape):
 )
 @pytest.mark.parametrize("kind", ["<f8", "f8", "<U3", "O", "nonsense"])
 def test_a_remembered_array_description_gets_the_answer_it_would_get_afresh(kind, shape):
-    protocol._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
+    wire_checks._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
     for _ in range(2):
-        assert outcome(protocol._checked_array, kind, shape) == outcome(protocol._check_array, kind, shape)
+        assert outcome(wire_checks._checked_array, kind, shape) == outcome(
+            wire_checks._check_array, kind, shape
+        )
 
 
 def test_the_remembered_array_descriptions_are_bounded():
-    for n in range(2 * protocol._CHECKED_MAX):
-        protocol._checked_array("<i4", [n])
-    assert len(protocol._CHECKED) <= protocol._CHECKED_MAX
+    for n in range(2 * wire_checks._CHECKED_MAX):
+        wire_checks._checked_array("<i4", [n])
+    assert len(wire_checks._CHECKED) <= wire_checks._CHECKED_MAX
 
 
 def test_a_header_parsed_once_can_be_unpacked_again_unchanged():

@@ -362,13 +362,23 @@ def test_identical_lesson_files_are_graded_once_per_process_and_other_files_agai
     assert len(graded) == 3
 
 
-def test_a_grade_that_reached_a_time_limit_is_never_reused():
-    from course.instructor.class_stream import _repeatable
+def test_a_grade_that_reached_a_time_limit_is_never_reused(tmp_path, monkeypatch):
+    from course.engine import one_session
+    from course.instructor import class_stream
 
-    check = {"name": "c", "status": "timeout"}
-    assert not _repeatable({"status": "failed", "exercises": [{"checks": [check]}]})
-    assert not _repeatable({"status": "error", "exercises": []})
-    assert _repeatable({"status": "failed", "exercises": [{"checks": [dict(check, status="failed")]}]})
+    monkeypatch.setenv("COURSE_LIMITS", "call=1")
+    monkeypatch.setattr(class_stream, "_GRADED_BEFORE", {})
+    graded = []
+    real = one_session.Unit
+    monkeypatch.setattr(
+        one_session, "Unit", lambda lesson, *a, **k: graded.append(lesson.module) or real(lesson, *a, **k)
+    )
+    loops = b"def linear(x, w, b=None):\n    while True:\n        pass\n"
+    for name in "ab":
+        make_zip(tmp_path / f"{name}.zip", {"l01_projections.py": loops})
+    rows = [gradebook.grade_bundle(str(tmp_path / f"{n}.zip"), [L01.module], same=True) for n in "ab"]
+    assert graded == [L01.module, L01.module]  # b's files are a's byte for byte, but a timed out
+    assert all("timeout" in json.dumps(row["lessons"][L01.module]["result"]) for row in rows)
 
 
 def test_the_worker_started_ahead_for_the_next_lesson_never_outlives_its_bundle(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course.engine import keeper, worker
+from course.engine import seccomp_filter, worker
 
 
 @pytest.fixture
@@ -52,9 +52,9 @@ def test_the_report_of_a_folder_at_the_root_names_its_modules(modules):
 
 
 def test_seccomp_programs_made_ahead_by_a_zygote_are_those_a_keeper_would_make():
-    keeper.prepare()
-    ahead = {measured: keeper._PROGRAMS[measured] for measured in (False, True)}
-    keeper._PROGRAMS.clear()
+    seccomp_filter.prepare()
+    ahead = {measured: seccomp_filter._PROGRAMS[measured] for measured in (False, True)}
+    seccomp_filter._PROGRAMS.clear()
 
-    assert {measured: keeper._filter_program(measured) for measured in (False, True)} == ahead
+    assert {measured: seccomp_filter._filter_program(measured) for measured in (False, True)} == ahead
     assert ahead[False] != ahead[True]  # a measured worker's forbids starting processes too

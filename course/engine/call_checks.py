@@ -123,8 +123,9 @@ def malformed_reply(problem: protocol.ProtocolError) -> str:
         )
     return (
         f"The reply from your code to the grader was malformed ({problem}). Replies are written "
-        "by the course's worker, not by your code: remove anything in your files that changes "
-        "the course's own modules (course.engine) or writes to the grader's pipes."
+        "by the course's own code, which runs beside yours, so something in your files changed "
+        "how: remove anything that changes the course's own modules (course.engine) or writes "
+        "to the grader's pipes."
     )
 
 

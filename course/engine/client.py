@@ -26,6 +26,7 @@ from course.engine.call_checks import LAST_REPLY, SharedInputs, check_reply, che
 from course.engine.learner_errors import (
     ImportFailed,
     LearnerError,
+    LearnerProblem,
     LearnerTimeout,
     format_learner_error,
     problem_for,
@@ -95,8 +96,9 @@ class LearnerModule:
         self.mutated: list[str] = []
         self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
-        self.timed_out: set[str] = set()
-        self.ended: set[str] = set()  # functions a call of which ended the worker's process
+        # Functions not called again in this grade, and what their calls raise instead: one
+        # went over its time limit, or ended the worker's process (it would most likely again).
+        self.not_again: dict[str, tuple[type[LearnerProblem], str]] = {}
         self.workers: list[Worker] = []
         self._worker: Worker | None = None
         self._expired: Worker | None = None  # see ``expire_import``
@@ -132,8 +134,8 @@ class LearnerModule:
     def _deadline(self, seconds: float) -> float:
         if time.monotonic() >= self.deadline:
             raise LearnerTimeout(
-                f"Not run: the whole check went over its {self.limits.run_seconds:g} s"
-                " limit before it got here."
+                f"Not run: this lesson's checks had already used up their {self.limits.run_seconds:g} s"
+                " time limit."
             )
         return min(time.monotonic() + seconds, self.deadline)
 
@@ -161,11 +163,13 @@ class LearnerModule:
             ) from None
         except protocol.ProtocolError as problem:
             self._retire(worker)
-            raise LearnerError(malformed_reply(problem) + " (while the file was being imported)") from None
+            raise LearnerError(
+                malformed_reply(problem) + " (This happened while the file was being imported.)"
+            ) from None
         except EOFError:
-            message = worker.death_message(self.source_dir)
+            message = worker.death_message(self.source_dir, importing=True)
             self._retire(worker)
-            raise LearnerError(message + " (while the file was being imported)") from None
+            raise LearnerError(message) from None
 
     def _retire(self, worker: Worker) -> None:
         worker.kill()
@@ -176,14 +180,9 @@ class LearnerModule:
         """``name(*args, **kwargs)`` run by the worker: its result, decoded and checked, or one of
         ``learner_errors``' exceptions. ``trace``: also record the calls it makes to earlier
         lessons (``self.trace``, for the shape trace)."""
-        if name in self.timed_out:
-            raise LearnerTimeout(
-                f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit."
-            )
-        if name in self.ended:  # as after a timeout: its next call would most likely end it again
-            raise LearnerError(
-                f"Not run: an earlier call to {name} ended the Python process running your code."
-            )
+        if name in self.not_again:
+            kind, message = self.not_again[name]
+            raise kind(message)
         report = self.import_report()
         if not report.get("ok"):
             raise ImportFailed(format_learner_error(report["error"]), report["error"])
@@ -218,7 +217,10 @@ class LearnerModule:
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self._retire(worker)
-            self.timed_out.add(name)
+            self.not_again[name] = (
+                LearnerTimeout,
+                f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit.",
+            )
             raise LearnerTimeout(
                 f"{name}(...) did not return within {self.limits.call_seconds:g} s:"
                 f" look for a loop that never ends.{where}"
@@ -229,7 +231,11 @@ class LearnerModule:
         except (EOFError, BrokenPipeError):
             message = worker.death_message(self.source_dir)
             self._retire(worker)
-            self.ended.add(name)
+            self.not_again[name] = (
+                LearnerError,
+                f"Not run: an earlier call to {name} ended the Python process running your code"
+                " (the first check that called it says how).",
+            )
             raise LearnerError(message) from None
         # Verdicts are the grader's: the inputs as it reads them back now, whatever the reply
         # says; the shape trace is only data for a picture, checked before anything uses it.

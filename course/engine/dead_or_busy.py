@@ -31,25 +31,37 @@ class _Stopped(Protocol):
     def printed(self, offset: int, limit: int) -> bytes: ...
 
 
-def death_message(worker: _Stopped, source_dir: Path | None = None) -> str:
+def death_message(worker: _Stopped, source_dir: Path | None = None, importing: bool = False) -> str:
     """How ``worker`` ended, for the learner; with ``source_dir``, a crash names the learner's
-    line where it happened."""
+    line where it happened. ``importing``: it ended while the learner's file was imported."""
     code = worker.exit_code()
+    during = " (This happened while the file was being imported.)" if importing else ""
     if code is None:
-        return "The Python process running your code stopped answering the grader."
+        return "The Python process running your code stopped answering the grader." + during
     if worker.pid is None:
-        return f"The grader could not start a Python process for your code (exit code {code})."
+        return (
+            f"The grader could not start a Python process for your code (exit code {code}): "
+            "a problem of this machine or of the course's installation, not of your code."
+        )
     if code < 0:
         name = signal.Signals(-code).name
         if name == "SIGSEGV":
             where = _learner_line(_output_since(worker, 0)[-20_000:], source_dir) if source_dir else ""
-            return "Your code crashed the Python process (segmentation fault)." + where.replace(
-                " It was busy in", " It crashed in"
+            return (
+                "Your code crashed the Python process (segmentation fault)."
+                + where.replace(" It was busy in", " It crashed in")
+                + during
             )
-        return f"The Python process running your code was killed by {name}."
+        if name == "SIGKILL":
+            return (
+                "The Python process running your code was killed (SIGKILL), most often by the "
+                "operating system because it used too much memory." + during
+            )
+        return f"The Python process running your code was stopped by the signal {name}." + during
+    instead = "while the file was being imported" if importing else "instead of returning a value"
     return (
-        f"Your code ended the Python process (exit code {code}) instead of returning "
-        "a value. Remove sys.exit / os._exit / quit calls from your lesson files."
+        f"Your code ended the Python process (exit code {code}) {instead}. Remove sys.exit / "
+        "os._exit / quit calls from your lesson files."
     )
 
 

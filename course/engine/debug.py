@@ -29,7 +29,7 @@ class InProcessModule:
     def __init__(self, source_dir: Path, module: str) -> None:
         self.module = module
         self.mutated: list[str] = []
-        self.timed_out: set[str] = set()
+        self.not_again: dict = {}  # as LearnerModule's (a call here cannot time out)
         sys.path.insert(0, str(source_dir))
         self._module = importlib.import_module(module)
 

@@ -43,10 +43,7 @@ import ctypes
 import os
 import sys
 
-from course.engine.seccomp_filter import _PROGRAMS as _PROGRAMS
-from course.engine.seccomp_filter import _filter_program as _filter_program
 from course.engine.seccomp_filter import _install_filter, _libc
-from course.engine.seccomp_filter import prepare as prepare
 
 _PR_SET_CHILD_SUBREAPER = 36
 

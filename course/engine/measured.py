@@ -20,6 +20,7 @@ from course.engine import protocol
 from course.engine.learner_errors import LearnerError
 from course.engine.limits import Limits
 from course.engine.processes import Worker
+from course.engine.sandbox import landlock_abi
 
 
 @dataclass(frozen=True)
@@ -98,20 +99,28 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
     usual = module._worker
     meter = module._meter if module._meter is not None and module._meter.running() else None
     if meter is None:
-        meter = module.start(Worker(module.scratch, measured=True))  # loaded as any worker is
-    blank = blank_resident(module.limits, meter.forked)
-    if blank is None:  # forked, and no blank forked worker can be had now: exec both
-        module._retire(meter)
-        meter = module.start(Worker(module.scratch, measured=True, may_fork=False))
-        blank = blank_resident(module.limits, False)
-    assert blank is not None  # an exec'd worker is always exec'd
+        # The blank figure is taken before the meter is told to load: its import's time limit
+        # counts from then (``Worker.loaded_at``), not while a blank worker starts beside it.
+        meter = Worker(module.scratch, measured=True)
+        blank = blank_resident(module.limits, meter.forked)
+        if blank is None:  # forked, and no blank forked worker can be had now: exec both
+            meter.kill()
+            meter.close_files()
+            meter = Worker(module.scratch, measured=True, may_fork=False)
+            blank = blank_resident(module.limits, False)
+        module.start(meter)  # loaded as any worker is
+    else:
+        blank = blank_resident(module.limits, meter.forked)
+    assert blank is not None  # an exec'd worker is always exec'd, and its figure taken
     module._worker = meter
     try:
         report = module.import_report()
-        if report.get("ok") and not report.get("sandbox"):
+        # The worker's report can say it is not confined, never that it is: its claim is
+        # written after the learner's module ran, so the kernel is asked here too.
+        if report.get("ok") and not (report.get("sandbox") and landlock_abi() > 0):
             raise RuntimeError(
-                "Memory cannot be measured on this machine: it has no Landlock, so the code "
-                "measured could reset its own high-water mark."
+                "Memory cannot be measured on this machine: its Linux kernel has no Landlock, "
+                "without which the code measured could reset its own measurement."
             )
         if module._worker is meter:  # else the import failed and call() raises for it
             try:

@@ -212,9 +212,9 @@ class Worker(KeeperStatus):
         return self.import_info
 
     # -- what it printed, and what it tells of a worker that died or overran -----------------
-    def death_message(self, source_dir: Path | None = None) -> str:
+    def death_message(self, source_dir: Path | None = None, importing: bool = False) -> str:
         """Why the worker ended, in a sentence for the learner (see ``dead_or_busy``)."""
-        return dead_or_busy.death_message(self, source_dir)
+        return dead_or_busy.death_message(self, source_dir, importing)
 
     def where_busy(self, source_dir: Path) -> str:
         """Where a worker that overran its time is stuck, or '' (see ``dead_or_busy``)."""

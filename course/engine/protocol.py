@@ -26,17 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from course.engine.wire_checks import _CHECKED as _CHECKED
-from course.engine.wire_checks import _CHECKED_MAX as _CHECKED_MAX
-from course.engine.wire_checks import MAX_ARRAY as MAX_ARRAY
 from course.engine.wire_checks import ProtocolError as ProtocolError
 from course.engine.wire_checks import TooLarge, _array_spec, _checked_array, _mib
-from course.engine.wire_checks import _check_array as _check_array
-from course.engine.wire_values import MAX_DEPTH as MAX_DEPTH
-from course.engine.wire_values import MAX_ITEMS as MAX_ITEMS
 from course.engine.wire_values import Opaque as Opaque
 from course.engine.wire_values import decode as decode
-from course.engine.wire_values import describe as describe
 from course.engine.wire_values import encode as encode
 
 # Taken once, at import: learner code in the worker may later replace numpy's attributes.

@@ -76,20 +76,17 @@ class Replayer:
         leading = (bound,) if bound is not None else ()
         # What the replay's calls mark as not to be called again (a time limit reached, the
         # worker's process ended) is forgotten if it fails: hypothesis's run meets it itself.
-        marks = [
-            found
-            for found in (getattr(self.learner, n, None) for n in ("timed_out", "ended"))
-            if isinstance(found, set)
-        ]
-        before = [set(found) for found in marks]
+        marks = getattr(self.learner, "not_again", None)
+        before = dict(marks) if isinstance(marks, dict) else {}
         try:
             for example in examples:
                 inner(*leading, **fixtures, **copy.deepcopy(example))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:  # noqa: BLE001 - any failure: hypothesis decides instead
-            for found, earlier in zip(marks, before, strict=True):
-                found.intersection_update(earlier)
+            if isinstance(marks, dict):
+                marks.clear()
+                marks.update(before)
             return False
         return True
 

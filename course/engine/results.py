@@ -68,6 +68,11 @@ class LessonResult:
     def passed(self) -> bool:
         return self.status == PASSED
 
+    def repeatable(self) -> bool:
+        """Whether another run would give this grade again: no time limit reached, no error of
+        the whole lesson (what the result cache and a class's identical files may reuse)."""
+        return self.status not in (ERROR, TIMEOUT) and self.counts()[TIMEOUT] == 0
+
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
         for exercise in self.exercises:

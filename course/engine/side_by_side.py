@@ -7,21 +7,20 @@ measured), in a pipe every forked process reads from: a process takes the next l
 is done with its last one, so a lesson that costs more or less than the warm-up said never
 leaves one core idle while the other works through a fixed share. Each grades its lessons with
 ``runner.grade`` exactly as a single check does (a worker of its own per lesson, its own pytest
-session) and writes each result as a line of JSON to its pipe; a process's first grade pays
-for copying the pages it writes after the fork, its later ones do not. The parent reads only
-those pipes: learner code runs in the workers, never here, and a result that does not arrive
-is None (the command then grades that lesson itself).
+session) and sends each result back (``forked``); a process's first grade pays for copying the
+pages it writes after the fork, its later ones do not. A result that does not arrive is None
+(the command then grades that lesson itself).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import select
 from collections.abc import Sequence
 from pathlib import Path
 
 from course.catalog import Lesson
+from course.engine import forked
 from course.engine.processes import Worker
 from course.engine.runner import grade
 
@@ -64,41 +63,20 @@ def grade_side_by_side(
     spare[0].kill()
     at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
     results: list[dict | None] = [None] * len(lessons)
-    running: dict[int, tuple[int, list[bytes]]] = {}  # read end -> (pid, chunks)
     queue = _queue(longest_first([costs.get(lesson.module, 0.0) for lesson in lessons]))
-    for _ in range(at_once):
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            code = 0
-            try:
-                with os.fdopen(write, "wb") as out:
-                    while (index := _take(queue)) is not None:
-                        result = grade(lessons[index], folder).to_dict()
-                        out.write(json.dumps([index, result]).encode() + b"\n")
-                        out.flush()
-            except BaseException:  # noqa: BLE001 - the parent records no result for the rest
-                code = 1
-            os._exit(code)
-        os.close(write)
-        running[read] = (pid, [])
-    os.close(queue)
-    while running:
-        ready, _, _ = select.select(list(running), [], [])
-        for read in ready:
-            chunk = os.read(read, 1 << 16)
-            if chunk:
-                running[read][1].append(chunk)
-                continue
-            pid, chunks = running.pop(read)
-            os.close(read)
-            os.waitpid(pid, 0)
-            for line in b"".join(chunks).splitlines():
-                try:
-                    index, result = json.loads(line)
-                except (ValueError, TypeError):
-                    continue  # a line cut short by the process's end: that lesson is graded again
-                if isinstance(index, int) and 0 <= index < len(lessons) and isinstance(result, dict):
-                    results[index] = result
+
+    def grade_queued(send: forked.Send) -> None:
+        while (index := _take(queue)) is not None:
+            send([index, grade(lessons[index], folder).to_dict()])
+
+    def received(value: object) -> None:
+        if isinstance(value, list) and len(value) == 2:
+            index, result = value
+            if isinstance(index, int) and 0 <= index < len(lessons) and isinstance(result, dict):
+                results[index] = result
+
+    try:
+        forked.fork_each(at_once, grade_queued, received)
+    finally:
+        os.close(queue)
     return results

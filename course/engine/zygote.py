@@ -168,9 +168,9 @@ def main(argv: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the keeper must not inherit a blocked signal
     import numpy  # noqa: F401 - what every worker imports first: the point of a zygote
 
-    from course.engine import keeper, sandbox, worker  # noqa: F401
+    from course.engine import keeper, sandbox, seccomp_filter, worker  # noqa: F401
 
-    keeper.prepare()  # made once here, not in every keeper and worker forked from here
+    seccomp_filter.prepare()  # made once here, not in every keeper and worker forked from here
     sandbox.prepare()
 
     os.close(ready)

@@ -82,9 +82,9 @@ class Ahead:
 
     ``take`` gives the next bundle's index in ``paths`` (None: no more); ``emit(index, row)``
     receives each finished row. ``same``: a lesson whose files are byte for byte those of one
-    graded before in this process gets that grade again (an entry is reused only if
-    ``_repeatable``). ``window``: how many lesson modules may be loading or loaded ahead of
-    their grades (default: ``window_for`` one process)."""
+    graded before in this process gets that grade again (only a grade another run would give
+    again: ``LessonResult.repeatable``). ``window``: how many lesson modules may be loading or
+    loaded ahead of their grades (default: ``window_for`` one process)."""
 
     def __init__(
         self,
@@ -117,10 +117,7 @@ class Ahead:
             for unit in self.units:
                 unit.learner.close()
             for bundle in list(self.open.values()):
-                bundle.row["outcome"] = CRASHED
-                bundle.row["problems"].append(
-                    "the grader failed on this bundle: its grading session ended early"
-                )
+                failed(bundle.row, "its grading session ended early")
                 self._finish(bundle)
 
     # -- taking and loading ----------------------------------------------------------------
@@ -131,23 +128,13 @@ class Ahead:
             return
         path = Path(self.paths[index])
         folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
-        row: dict = {
-            "file": path.name,
-            "name": "",
-            "course_version": "",
-            "outcome": GRADED,
-            "lessons": {},
-            "problems": [],
-        }
+        row = new_row(path.name)
         bundle = _Bundle(index, row, folder)
         self.open[index] = bundle
         try:
             self._open(bundle, path)
         except Exception as error:  # the grader's own failure: reported, never fatal
-            row["outcome"] = CRASHED
-            row["problems"].append(
-                f"the grader failed on this bundle: {type(error).__name__}: {str(error)[:200]}"
-            )
+            failed(row, f"{type(error).__name__}: {str(error)[:200]}")
             for unit in [unit for unit in self.units if _tag(unit)[0] is bundle]:
                 unit.learner.close()
                 self.units.remove(unit)
@@ -182,8 +169,9 @@ class Ahead:
             if oversized is not None:
                 row["lessons"][module] = _entry(oversized)
                 continue
-            learner = LearnerModule(bundle.folder, module, readable=sandbox.readable_paths(bundle.folder))
-            self.units.append(one_session.Unit(lesson, bundle.folder, learner, tag=(bundle, digest)))
+            self.units.append(
+                one_session.Unit(lesson, bundle.folder, _sealed(bundle.folder, module), tag=(bundle, digest))
+            )
             bundle.pending += 1
 
     # -- choosing the next grade -------------------------------------------------------------
@@ -207,9 +195,7 @@ class Ahead:
                     return self._pop(unit)  # finished within its limit: graded with that import
                 if settled:  # ended unseen between two looks: when, nobody knows; load it again
                     unit.learner.close()
-                    unit.learner = LearnerModule(
-                        unit.source_dir, unit.lesson.module, readable=sandbox.readable_paths(unit.source_dir)
-                    )
+                    unit.learner = _sealed(unit.source_dir, unit.lesson.module)
                     return self._pop(unit)  # its grade waits for the new import, as a check does
                 if before >= limit:
                     unit.learner.expire_import()
@@ -229,15 +215,12 @@ class Ahead:
     def done(self, unit: one_session.Unit, result: LessonResult | Exception) -> None:
         bundle, digest = _tag(unit)
         if isinstance(result, Exception):
-            bundle.row["outcome"] = CRASHED
-            bundle.row["problems"].append(
-                f"the grader failed on this bundle: {type(result).__name__}: {str(result)[:200]}"
-            )
+            failed(bundle.row, f"{type(result).__name__}: {str(result)[:200]}")
             bundle.row["lessons"].pop(unit.lesson.module, None)
         else:
             entry = _entry(result)
             bundle.row["lessons"][unit.lesson.module] = entry
-            if self.same and _repeatable(entry["result"]):
+            if self.same and result.repeatable():
                 _GRADED_BEFORE[digest] = json.loads(json.dumps(entry))
         bundle.pending -= 1
         if bundle.pending == 0:
@@ -251,6 +234,23 @@ class Ahead:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
         shutil.rmtree(bundle.folder, ignore_errors=True)
         self.emit(bundle.index, row)
+
+
+def new_row(file: str) -> dict:
+    """A gradebook row for the bundle ``file``, before anything of it is read."""
+    return {"file": file, "name": "", "course_version": "", "outcome": GRADED, "lessons": {}, "problems": []}
+
+
+def failed(row: dict, why: str) -> None:
+    """Mark ``row`` as one the grader itself failed on, saying ``why``."""
+    row["outcome"] = CRASHED
+    row["problems"].append(f"the grader failed on this bundle: {why}")
+
+
+def _sealed(folder: Path, module: str) -> LearnerModule:
+    """``module`` of a submission's ``folder``, loading at once in a worker that may read nothing
+    but its folder and the libraries (``sandbox.readable_paths``)."""
+    return LearnerModule(folder, module, readable=sandbox.readable_paths(folder))
 
 
 def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:
@@ -283,9 +283,3 @@ def _content_digest(folder: Path, module: str) -> str:
         digest.update(f"{path.name}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
     return digest.hexdigest()
-
-
-def _repeatable(result: dict) -> bool:
-    """A grade another run gives again: no time limit reached, no error of the whole lesson."""
-    statuses = [check["status"] for e in result["exercises"] for check in e["checks"]]
-    return result["status"] not in ("error", "timeout") and "timeout" not in statuses

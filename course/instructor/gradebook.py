@@ -16,23 +16,23 @@ import csv
 import json
 import multiprocessing
 import os
-import select
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course import __version__
 from course.catalog import Lesson
+from course.engine import forked
 from course.instructor import class_stream, similarity
 
 if TYPE_CHECKING:
     from course.instructor.notebook_grading import NotebookSubmission
-from course.instructor.class_stream import CRASHED, GRADED, MISSING, REFUSED  # noqa: E402,F401 - the row outcomes
 
 
 def submissions_in(folder: Path) -> int:
@@ -70,15 +70,8 @@ def grade_bundle(path: str, modules: Sequence[str], same: bool = False) -> dict:
     class's grading process grades each of its bundles (``class_stream``). ``same``: a lesson
     whose files are byte for byte those of a bundle graded before here gets that grade again."""
     rows: list[dict] = []
-    taken = [False]
-
-    def take() -> int | None:
-        if taken[0]:
-            return None
-        taken[0] = True
-        return 0
-
-    class_stream.Ahead([path], modules, take, lambda index, row: rows.append(row), same=same).run()
+    take_once = partial(next, iter([0]), None)  # this bundle's index, then None
+    class_stream.Ahead([path], modules, take_once, lambda index, row: rows.append(row), same=same).run()
     return rows[0]
 
 
@@ -110,13 +103,12 @@ def grade_folder(
     # Counting the points grades each solution here first: the grading processes, forked from
     # this one, start with pytest, hypothesis, numpy, the grading tests and what they remember
     # already loaded.
+    points = max_points(lessons)
     if paths:
-        points = max_points(lessons)
         rows = _grade_bundles(paths, modules, workers, same, on_row)
         ordered = [rows[path] for path in paths]
     else:
         jobs = {found.key: found for found in notebook_grading.submissions_in(folder)}
-        points = max_points(lessons)
         rows = _grade_notebooks(jobs, modules, workers, on_row)
         ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
@@ -152,51 +144,24 @@ def _grade_bundles(
 def _one_round(
     paths: list[str], modules: list[str], processes: int, same: bool, arrived: Callable[[str, dict], None]
 ) -> None:
-    """Grade ``paths`` in ``processes`` forked grading processes sharing one counter; each row
-    comes back as a line of JSON on the process's pipe."""
+    """Grade ``paths`` in ``processes`` forked grading processes sharing one counter; each
+    sends its rows back as they are finished (``engine.forked``)."""
     shared = class_stream.Shared(len(paths))
-    running: dict[int, tuple[int, bytearray]] = {}  # read end -> (pid, what is not a line yet)
-    for _ in range(processes):
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the forked grading process
-            os.close(read)
-            for other in running:
-                os.close(other)
-            code = 0
-            try:
-                with os.fdopen(write, "wb") as out:
+    window = class_stream.window_for(len(modules), processes)
 
-                    def emit(index: int, row: dict) -> None:
-                        out.write(json.dumps([index, row]).encode() + b"\n")
-                        out.flush()
+    def grade_taken(send: forked.Send) -> None:
+        def emit(index: int, row: dict) -> None:
+            send([index, row])
 
-                    window = class_stream.window_for(len(modules), processes)
-                    class_stream.Ahead(paths, modules, shared.take, emit, same=same, window=window).run()
-            except BaseException:  # noqa: BLE001 - its rows that did not arrive are graded again
-                code = 1
-            os._exit(code)
-        os.close(write)
-        running[read] = (pid, bytearray())
-    while running:
-        ready, _, _ = select.select(list(running), [], [])
-        for read in ready:
-            chunk = os.read(read, 1 << 16)
-            pending = running[read][1]
-            pending += chunk
-            *lines, rest = pending.split(b"\n")
-            running[read][1][:] = rest
-            for line in lines:
-                try:
-                    index, row = json.loads(line)
-                except (ValueError, TypeError):
-                    continue
-                if isinstance(index, int) and 0 <= index < len(paths) and isinstance(row, dict):
-                    arrived(paths[index], row)
-            if not chunk:
-                pid, _ = running.pop(read)
-                os.close(read)
-                os.waitpid(pid, 0)
+        class_stream.Ahead(paths, modules, shared.take, emit, same=same, window=window).run()
+
+    def received(value: object) -> None:
+        if isinstance(value, list) and len(value) == 2:
+            index, row = value
+            if isinstance(index, int) and 0 <= index < len(paths) and isinstance(row, dict):
+                arrived(paths[index], row)
+
+    forked.fork_each(processes, grade_taken, received)
 
 
 def _grade_notebooks(
@@ -236,14 +201,9 @@ def _grade_notebooks(
 
 
 def _crashed(path: str, why: str) -> dict:
-    return {
-        "file": Path(path).name,
-        "name": "",
-        "course_version": "",
-        "outcome": CRASHED,
-        "lessons": {},
-        "problems": [f"the grader failed on this bundle: {why}"],
-    }
+    row = class_stream.new_row(Path(path).name)
+    class_stream.failed(row, why)
+    return row
 
 
 def total(row: dict) -> int:
