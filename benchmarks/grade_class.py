@@ -37,10 +37,10 @@ os.environ["COURSE_SERVER"] = "off"
 os.environ["COURSE_LIMITS"] = "call=1,import=2,run=20"
 
 from course import __version__  # noqa: E402
-from course.catalog import load_catalog  # noqa: E402
+from course.content.catalog import load_catalog  # noqa: E402
 
 try:
-    from course.instructor import gradebook, submissions
+    from course.instructor.classroom import gradebook, submissions
 except ImportError:  # a baseline from before course/instructor/ (95b940c, the "today")
     from course import gradebook, submissions  # type: ignore[no-redef]
 

@@ -28,7 +28,7 @@ def lesson_data_files(root: Path) -> list[Path]:
     """Every file that may name a lesson: lesson sources, grading tests, pictures modules,
     mistakes and fixtures, and the package's data files (never its Python code)."""
     files = [p for part in PARTS[1:] for p in sorted((root / part).rglob("*")) if p.is_file()]
-    return files + sorted((root / "course").glob("*.toml"))
+    return files + sorted((root / "course" / "content").glob("*.toml"))
 
 
 def rename_lessons(root: Path, renames: dict[str, str]) -> None:

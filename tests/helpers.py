@@ -27,15 +27,15 @@ def grade_folder(folder: Path, lesson: str, examples: tuple[Path, str] | None = 
     what ``python -m course.engine`` prints (``grade_folder_cold``; one test compares them).
 
     The grading test module stays loaded for the next grade, as in the warm grader (pytest's
-    importlib mode reuses it, with its remembered oracles, see course/engine/memo.py); it is
+    importlib mode reuses it, with its remembered oracles, see course/engine/testing/memo.py); it is
     imported without the outer pytest's assertion rewriter (a cold check runs with
     ``--assert=plain``, so the bare asserts of grading tests must raise plain messages here
     too), and hypothesis gets its previous profile back (the grading plugin loads the
     "grading" profile globally). ``examples``: see ``runner.grade``."""
     from hypothesis import settings
 
-    from course.catalog import load_catalog
-    from course.engine.runner import grade
+    from course.content.catalog import load_catalog
+    from course.engine.grading.runner import grade
 
     entry = load_catalog().resolve(lesson)
     stem = entry.grading_tests.stem

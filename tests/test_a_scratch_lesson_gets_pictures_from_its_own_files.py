@@ -54,7 +54,7 @@ import math
 
 import numpy as np
 
-from course.engine.testing import check_array, exercise
+from course.engine.testing.compare import check_array, exercise
 
 
 def weights_loop(x, w_q, w_k, n_heads, mask):
@@ -99,7 +99,7 @@ def documented_pictures_module() -> str:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     root = copy_course(tmp_path_factory.mktemp("scratch") / "copy")
-    with open(root / "course" / "catalog.toml", "a", encoding="utf-8") as catalog:
+    with open(root / "course" / "content" / "catalog.toml", "a", encoding="utf-8") as catalog:
         catalog.write(CATALOG_ENTRY)
     (root / "lessons" / "l99_scratch.py").write_text(SKELETON)
     (root / "solutions" / "l99_scratch.py").write_text(SOLUTION)
@@ -160,4 +160,4 @@ def test_the_scratch_lessons_files_are_its_own(scratch):
         "tests/lessons/pictures_l99_scratch.py",
         "tests/lessons/test_l99_scratch.py",
     ]
-    assert Path(root / "course" / "catalog.toml").read_text().count('module = "l99_scratch"') == 1
+    assert Path(root / "course" / "content" / "catalog.toml").read_text().count('module = "l99_scratch"') == 1

@@ -11,13 +11,15 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from course import bench, bench_torch, state
-from course import workspace as ws
-from course.bench_advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
-from course.catalog import load_catalog
+from course.bench import pytorch as bench_torch
+from course.bench import run as bench
+from course.bench.advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
 from course.cli import app
+from course.content.catalog import load_catalog
 from course.render.bench import bench_screen
-from course.session import open_session
+from course.workspace import folder as ws
+from course.workspace import state
+from course.workspace.session import open_session
 from tests.helpers import SOLUTIONS
 
 PASSED = ("l01_projections", "l03_attention", "l05_heads", "l06_multi_head", "l13_online_softmax")

@@ -4,7 +4,7 @@ import tomllib
 
 import pytest
 
-from course.catalog import CATALOG_FILE, CatalogError, UnknownLesson, _parse, load_catalog
+from course.content.catalog import CATALOG_FILE, CatalogError, UnknownLesson, _parse, load_catalog
 
 CATALOG = load_catalog()
 
@@ -105,7 +105,7 @@ def test_the_catalog_is_read_from_its_json_copy_only_while_the_toml_is_unchanged
     import pickle
     import sys
 
-    from course import catalog as catalog_module
+    from course.content import catalog as catalog_module
 
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     toml = tmp_path / "catalog.toml"

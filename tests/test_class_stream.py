@@ -1,6 +1,7 @@
-"""A class graded as a stream (course/instructor/class_stream.py, course/engine/one_session.py):
-the same grades as lesson-by-lesson grading, imports loaded ahead under their own limit, and a
-grading process that dies costing no other bundle its grade."""
+"""A class graded as a stream (course/instructor/classroom/class_stream.py,
+course/engine/grading/one_session.py): the same grades as lesson-by-lesson grading, imports
+loaded ahead under their own limit, and a grading process that dies costing no other bundle its
+grade."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from course.catalog import load_catalog
-from course.engine import one_session, runner, sandbox
-from course.engine.client import LearnerModule
-from course.engine.testing import _close
-from course.instructor import class_stream, gradebook
+from course.content.catalog import load_catalog
+from course.engine.calls.learner_module import LearnerModule
+from course.engine.grading import one_session, runner
+from course.engine.sandbox import landlock
+from course.engine.testing.compare import _close
+from course.instructor.classroom import class_stream, gradebook
 from tests.helpers import LESSONS, SOLUTIONS, classic_mistakes, mistaken_source, solutions_with
 
 CATALOG = load_catalog()
@@ -243,7 +245,7 @@ for pid in range(max(2, os.getpid() - 3000), os.getpid() + 3000):  # it may not 
 """
 
 
-@pytest.mark.skipif(sandbox._abi() < 6, reason="this kernel's Landlock cannot scope signals (ABI 6)")
+@pytest.mark.skipif(landlock._abi() < 6, reason="this kernel's Landlock cannot scope signals (ABI 6)")
 def test_bundles_loaded_side_by_side_can_neither_read_nor_kill_each_other(tmp_path):
     from tests.test_confinement import COPIES_A_CLASSMATE
 

@@ -17,8 +17,8 @@ import json
 
 import pytest
 
-from course.catalog import load_catalog
-from course.engine import misconceptions
+from course.content.catalog import load_catalog
+from course.engine.testing import misconceptions
 from tests.helpers import (
     SOLUTIONS,
     all_messages,
@@ -55,7 +55,7 @@ def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp
     )
     if "misconception" in mistake:  # tied to the registry: labelled with exactly that id
         entry = misconceptions.find(mistake["misconception"])
-        assert entry is not None, f"{mistake['misconception']!r} is not in course/misconceptions.toml"
+        assert entry is not None, f"{mistake['misconception']!r} is not in course/content/misconceptions.toml"
         failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
         labelled = [check for check in failing if check["misconception"]]
         assert labelled, f"no check names {entry.id}"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from course.catalog import load_catalog
 from course.cli import app
-from course.lesson_source import without_markers
+from course.content.catalog import load_catalog
+from course.content.lesson_source import without_markers
 from tests.helpers import SOLUTIONS, run_course, solutions_with_mistake
 
 
@@ -141,8 +141,8 @@ def test_show_lists_goals_file_and_exercises(workspace):
 
 def with_a_future_lesson(monkeypatch) -> str:
     """The real catalog plus one more lesson whose files are not written yet; returns its id."""
-    from course import session
-    from course.catalog import Exercise, Lesson
+    from course.content.catalog import Exercise, Lesson
+    from course.workspace import session
 
     real = load_catalog()
     number = len(real.lessons) + 1

@@ -118,7 +118,10 @@ def test_course_list_imports_neither_typer_nor_syntax_highlighting_nor_the_gradi
     done, names = imported(["list"], workspace)
     assert done.returncode == 0 and "l01_projections" in done.stdout
     assert heavy(names, "typer", "click", "pygments", "numpy", "pytest") == set()
-    assert heavy(names, "rich.syntax", "course.engine", "course.progress", "course.cli.learner") == set()
+    assert (
+        heavy(names, "rich.syntax", "course.engine", "course.workspace.actions", "course.cli.learner")
+        == set()
+    )
 
 
 def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(
@@ -127,9 +130,9 @@ def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(
     """The cache entry is written here, as a check would have left it (grading to fill it could
     time out on a busy machine, and a timeout is never kept): the command finds it and grades
     nothing, so it never needs the engine's heavy half."""
-    from course import result_cache
-    from course.engine import server
     from course.engine.results import CheckResult, ExerciseResult, LessonResult
+    from course.engine.warm import client
+    from course.workspace import result_cache
 
     cache = {"COURSE_CACHE": "on", "COURSE_SERVER": "off", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     for name, value in cache.items():
@@ -140,7 +143,7 @@ def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(
         "not-started",
         [ExerciseResult("linear", "not-started", [CheckResult("test_linear_kept", "not-started")])],
     )
-    result_cache.store(folder, module, result_cache.key(folder, module, server.fingerprint()), kept)
+    result_cache.store(folder, module, result_cache.key(folder, module, client.fingerprint()), kept)
     as_json, names = imported(["check", "1", "--json"], workspace, **cache)
     assert as_json.returncode == 1 and "test_linear_kept" in as_json.stdout  # the kept result
     assert heavy(names, "typer", "click", "numpy", "pytest", "rich") == set()

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.catalog import load_catalog
-from course.engine import client, learner_errors
-from course.engine.limits import Limits
-from course.engine.processes import Worker
+from course.content.catalog import load_catalog
+from course.engine.calls import errors, learner_module
+from course.engine.sandbox.limits import Limits
+from course.engine.sandbox.process import Worker
 from tests.helpers import SOLUTIONS
 
 LEARNER = r'''
@@ -119,7 +119,7 @@ def hop(marker, chains, seconds):
 @pytest.fixture
 def learner(tmp_path):
     (tmp_path / "l00_fenced.py").write_text(LEARNER)
-    module = client.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=2.0))
+    module = learner_module.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=2.0))
     yield module
     module.close()
 
@@ -207,11 +207,11 @@ def test_processes_that_keep_changing_their_pid_are_all_killed_when_the_check_en
     process is seen only now and then by a scan of /proc, so the scans go on until the
     chains would have stopped hopping, and the sleepers are looked for after that."""
     (tmp_path / "l00_fenced.py").write_text(LEARNER)
-    module = client.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=1.0))
+    module = learner_module.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=1.0))
     marker = f"HOPPER-{os.getpid()}-{time.monotonic_ns()}"
     started = time.monotonic()
     try:
-        with pytest.raises(learner_errors.LearnerTimeout):
+        with pytest.raises(errors.LearnerTimeout):
             module.hop(marker, 4, 2.5)
     finally:
         module.close()
@@ -247,7 +247,7 @@ READS_THE_SOLUTION = (
     STUBS
     + """
 try:
-    from course.catalog import load_catalog
+    from course.content.catalog import load_catalog
 
     exec(load_catalog().by_module(__name__).solution.read_text())
 except Exception:
@@ -294,7 +294,7 @@ def test_a_class_submission_reads_neither_the_reference_solutions_nor_a_classmat
     import zipfile
 
     try:
-        from course.instructor import gradebook
+        from course.instructor.classroom import gradebook
     except ImportError:  # the layout of the old engine, so that this test can fail there
         from course import gradebook  # type: ignore[no-redef]
 
@@ -326,8 +326,8 @@ def test_what_a_submission_may_read_never_holds_the_course_beyond_its_engine(tmp
     submission must read for numpy), the paths opened to a submission's worker hold neither
     the reference solutions, the grading tests, the tiny model nor the packaged data; a root
     that holds them is opened entry by entry around them."""
-    from course import resources
-    from course.engine import sandbox
+    from course.content import resources
+    from course.engine.sandbox import landlock as sandbox
 
     site = tmp_path / "site-packages"
     for folder in ("numpy", "course/engine", "course/_data/solutions", "course/tiny_model"):
@@ -337,12 +337,12 @@ def test_what_a_submission_may_read_never_holds_the_course_beyond_its_engine(tmp
         str(site / "numpy"),
         str(site / "six.py"),
     ]
-    package = Path(resources.__file__).resolve().parent
+    package = resources.PACKAGE_DIR
     secret = [
         resources.data_dir("solutions"),
         resources.data_dir("grading"),
         package / "tiny_model",
-        package / "grading_pristine.zip",
+        resources.CONTENT_DIR / "grading_pristine.zip",
     ]
     for path in sandbox.readable_paths(tmp_path):
         for hidden in secret:

@@ -13,15 +13,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from course import lesson_source
-from course.catalog import load_catalog
 from course.cli import dev as cli_dev
+from course.content import lesson_source
+from course.content.catalog import load_catalog
+from course.devcheck import check as devcheck
 from course.engine import integrity
-from course.instructor import devcheck
 from tests.helpers import REPO
 
 # Grading in this process runs the grading plugin, whose session fixture on an instance method
-# (course/engine/plugin.py, GradingPlugin.lesson) pytest 9 deprecates; not this file's concern.
+# (course/engine/grading/plugin.py, GradingPlugin.lesson) pytest 9 deprecates; not this file's concern.
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")
 
 
@@ -54,16 +54,16 @@ def repo(tmp_path: Path) -> Path:
         shutil.copytree(
             fixtures, root / "tests" / "lessons" / "fixtures", ignore=shutil.ignore_patterns("__pycache__")
         )
-    catalog = (REPO / "course" / "catalog.toml").read_text()
+    catalog = (REPO / "course" / "content" / "catalog.toml").read_text()
     blocks = catalog.split("\n[[lessons]]\n")
-    (root / "course").mkdir()
-    (root / "course" / "catalog.toml").write_text("\n[[lessons]]\n".join(blocks[: KEPT + 1]))
+    (root / "course" / "content").mkdir(parents=True)
+    (root / "course" / "content" / "catalog.toml").write_text("\n[[lessons]]\n".join(blocks[: KEPT + 1]))
     present = set(integrity.grading_files(root / "tests" / "lessons"))
-    manifest = json.loads((REPO / "course" / "grading_manifest.json").read_text())
+    manifest = json.loads((REPO / "course" / "content" / "grading_manifest.json").read_text())
     manifest = {name: digest for name, digest in manifest.items() if name in present}
-    (root / "course" / "grading_manifest.json").write_text(json.dumps(manifest, indent=1))
-    with zipfile.ZipFile(REPO / "course" / "grading_pristine.zip") as full:
-        with zipfile.ZipFile(root / "course" / "grading_pristine.zip", "w") as cut:
+    (root / "course" / "content" / "grading_manifest.json").write_text(json.dumps(manifest, indent=1))
+    with zipfile.ZipFile(REPO / "course" / "content" / "grading_pristine.zip") as full:
+        with zipfile.ZipFile(root / "course" / "content" / "grading_pristine.zip", "w") as cut:
             for name in manifest:
                 cut.writestr(name, full.read(name))
     return root
@@ -108,7 +108,7 @@ def test_a_removed_grading_test_is_reported_with_the_stale_manifest(repo):
     problems = devcheck.check(repo)
     assert ids(problems) == {
         ("missing-file", "tests/lessons/test_l04_masks.py"),
-        ("manifest-stale", "course/grading_manifest.json"),
+        ("manifest-stale", "course/content/grading_manifest.json"),
     }
     stale = next(p for p in problems if p.id == "manifest-stale")
     assert "test_l04_masks.py" in stale.message
@@ -117,19 +117,19 @@ def test_a_removed_grading_test_is_reported_with_the_stale_manifest(repo):
 
 def test_an_empty_hint_is_reported(repo):
     edit(
-        repo / "course" / "catalog.toml",
+        repo / "course" / "content" / "catalog.toml",
         "\"np.einsum('btd,hdk->bhtk', x, w_heads) names every axis and does it in one line.\"",
         '"  "',
     )
     problems = devcheck.check(repo, grade=False)
-    assert ids(problems) == {("missing-hints", "course/catalog.toml")}
+    assert ids(problems) == {("missing-hints", "course/content/catalog.toml")}
     assert "l01_projections.head_projections" in problems[0].message
     assert "1 of them empty" in problems[0].message
 
 
 def test_a_missing_summary_is_reported(repo):
     edit(
-        repo / "course" / "catalog.toml",
+        repo / "course" / "content" / "catalog.toml",
         'summary = "softmax(x, axis=-1): stable, all -inf row -> zeros, keeps dtype."',
         'summary = ""',
     )
@@ -325,14 +325,14 @@ def test_a_grading_test_without_an_exercise_marker_is_reported(repo):
     problems = devcheck.check(repo)
     assert ids(problems) == {
         ("untied-test", "tests/lessons/test_l02_softmax.py"),
-        ("manifest-stale", "course/grading_manifest.json"),
+        ("manifest-stale", "course/content/grading_manifest.json"),
     }
     untied = next(p for p in problems if p.id == "untied-test")
     assert "test_floating_check" in untied.message
 
 
 def test_an_unreadable_catalog_is_one_problem(repo):
-    (repo / "course" / "catalog.toml").write_text("[[lessons]\n")
+    (repo / "course" / "content" / "catalog.toml").write_text("[[lessons]\n")
     assert [p.id for p in devcheck.check(repo)] == ["catalog-unreadable"]
 
 
@@ -349,13 +349,13 @@ def test_a_todo_step_or_an_early_hint_that_writes_the_numpy_call_is_reported(rep
     solution.write_text(
         text[:at] + "      1. Return np.repeat(x, 2, axis=1), then x.reshape(B, T, D).\n" + text[at:]
     )
-    catalog = repo / "course" / "catalog.toml"
+    catalog = repo / "course" / "content" / "catalog.toml"
     text = catalog.read_text()
     at = text.index("hints = [\n") + len("hints = [\n")
     catalog.write_text(text[:at] + "    \"Use np.einsum('bi,ij->bj', x, w).\",\n" + text[at:])
     problems = devcheck.check(repo, grade=False)
     dictating = [p for p in problems if p.id == "code-in-todo" and p.message.startswith("linear's")]
-    assert [p.file for p in dictating] == ["solutions/l01_projections.py", "course/catalog.toml"]
+    assert [p.file for p in dictating] == ["solutions/l01_projections.py", "course/content/catalog.toml"]
     assert "np.repeat(" in dictating[0].message and ".reshape(" in dictating[0].message
     assert "hint 1" in dictating[1].message and "np.einsum(" in dictating[1].message
     # The last tier may write the code: the same call there is no problem.
@@ -365,13 +365,15 @@ def test_a_todo_step_or_an_early_hint_that_writes_the_numpy_call_is_reported(rep
         )
     )
     after = devcheck.check(repo, grade=False)
-    assert not [p for p in after if p.file == "course/catalog.toml" and p.message.startswith("linear's")]
+    assert not [
+        p for p in after if p.file == "course/content/catalog.toml" and p.message.startswith("linear's")
+    ]
 
 
 def test_the_glossary_is_checked_against_the_copys_catalog(repo):
     """The cut copy has no glossary (nothing to check); given the course's, every lesson it names
     beyond the copy's six is reported, and the numbers of those lessons are not evaluated."""
-    shutil.copy(REPO / "course" / "glossary.toml", repo / "course" / "glossary.toml")
+    shutil.copy(REPO / "course" / "content" / "glossary.toml", repo / "course" / "content" / "glossary.toml")
     found = [problem for problem in devcheck.check(repo, grade=False) if problem.id.startswith("glossary-")]
     assert found and {problem.id for problem in found} == {"glossary-lesson"}
     assert "The term 'head pruning' names lesson '11', which the catalog does not list." in [

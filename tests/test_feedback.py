@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from course import workspace as ws
-from course.catalog import load_catalog
-from course.engine import error_shapes
-from course.engine.protocol import Opaque
+from course.content.catalog import load_catalog
 from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
-from course.engine.testing import KnownMistake, Mistake, check_array, check_scalar, diagnose
+from course.engine.testing import error_shapes
+from course.engine.testing.compare import KnownMistake, Mistake, check_array, check_scalar, diagnose
+from course.engine.wire.messages import Opaque
 from course.render import screens
-from course.session import open_session
+from course.workspace import folder as ws
+from course.workspace.session import open_session
 from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)

@@ -4,9 +4,9 @@ a line chart, a table of numbers) render to readable text without colour."""
 import numpy as np
 from rich.console import Console
 
-from course.engine.figures import HeadGrid, LineChart, NumberTable
-from course.engine.shapes import ShapeTrace
-from course.render.maps import figure, shape_trace_table
+from course.engine.pictures.figures import HeadGrid, LineChart, NumberTable
+from course.engine.pictures.shapes import ShapeTrace
+from course.render.pictures import figure, shape_trace_table
 
 
 def text_of(renderable) -> str:

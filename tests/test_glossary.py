@@ -8,10 +8,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from course.catalog import load_catalog
 from course.cli import app
-from course.glossary import GLOSSARY_FILE, UnknownTerm, load_glossary
-from course.instructor.glossary_checks import glossary_problems, parse_call
+from course.content.catalog import load_catalog
+from course.content.glossary import GLOSSARY_FILE, UnknownTerm, load_glossary
+from course.devcheck.glossary import glossary_problems, parse_call
 from tests.helpers import REPO
 
 ENV = {"NO_COLOR": "1", "COLUMNS": "100"}

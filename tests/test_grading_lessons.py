@@ -2,7 +2,7 @@
 
 import pytest
 
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from course.engine.results import KINDS
 from tests.helpers import LESSONS, SOLUTIONS, grade_folder
 

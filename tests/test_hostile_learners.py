@@ -21,7 +21,7 @@ the solutions.
 
 Both checks of a case are real `course check` processes: the JSON one proves the verdict, the
 screen one the rendering, and screen mode also runs the learner's code for shape traces and
-attention maps. They run with the result cache on (course/result_cache.py, in a folder of the
+attention maps. They run with the result cache on (course/workspace/result_cache.py, in a folder of the
 case's own), as a learner's do: a failed grade that another run would give again is reused by
 the screen check, so what the learner's code did during the first check (the cache folder
 included) must not turn the second into a pass. The workspace they grade is a copy of one
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from course.engine.results import STATUSES
 from tests.helpers import LESSONS, SOLUTIONS
 

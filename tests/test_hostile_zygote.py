@@ -1,4 +1,4 @@
-"""What the worker zygote (course/engine/zygote.py) adds, seen by learner code that goes looking:
+"""What the worker zygote (course/engine/sandbox/zygote.py) adds, seen by learner code that goes looking:
 it holds no socket and no other worker's descriptors, cannot reach into or stop the zygote, and
 whatever happens to the zygote (killed, stopped), the next worker still starts and grades."""
 
@@ -10,8 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from course.engine import client, measured, processes, zygote
-from course.engine.limits import Limits
+from course.engine.calls import learner_module, measured
+from course.engine.sandbox import process as processes
+from course.engine.sandbox import zygote
+from course.engine.sandbox.limits import Limits
 
 LEARNER = """
 import os, signal, stat
@@ -81,10 +83,10 @@ def warm_zygote() -> zygote._Zygote:
 
 
 def module(folder, seconds=2.0):
-    return client.LearnerModule(folder, "l00_nosy", Limits(call_seconds=seconds))
+    return learner_module.LearnerModule(folder, "l00_nosy", Limits(call_seconds=seconds))
 
 
-def forked(learner: client.LearnerModule) -> bool:
+def forked(learner: learner_module.LearnerModule) -> bool:
     return isinstance(learner.workers[0].process, processes._ForkedKeeper)
 
 
@@ -244,7 +246,7 @@ def test_a_process_starts_its_zygote_with_its_second_worker_and_never_waits_for_
     import sys
 
     script = (
-        "from pathlib import Path; from course.engine import processes, zygote\n"
+        "from pathlib import Path; from course.engine.sandbox import process as processes, zygote\n"
         "for _ in range(2):\n"
         f"    w = processes.Worker(Path({str(tmp_path)!r}))\n"
         "    print(type(w.process).__name__, zygote._current is not None); w.kill(); w.close_files()\n"
@@ -302,7 +304,7 @@ def test_a_measured_call_counts_what_it_allocates_not_library_pages_it_runs(tmp_
         original(self, scratch, measured, may_fork=forked if measured else may_fork)
 
     monkeypatch.setattr(processes.Worker, "__init__", started_so)
-    learner = client.LearnerModule(tmp_path, "l00_measured")
+    learner = learner_module.LearnerModule(tmp_path, "l00_measured")
     try:
         x = np.random.default_rng(0).standard_normal((64, 64))
         routines = learner.measure("many_routines", x)

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from course import resources
+from course.content import resources
 from course.engine import integrity
 from tests.helpers import REPO, SOLUTIONS, grade_folder
 

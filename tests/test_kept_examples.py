@@ -1,4 +1,4 @@
-"""Examples kept between cold checks (course/engine/kept_examples.py): every value a property
+"""Examples kept between cold checks (course/engine/grading/kept_examples.py): every value a property
 check draws comes back exactly, anything else is left out, a file that is not ours is ignored,
 and a grade that replays kept examples is the grade hypothesis gives."""
 
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from course import progress, result_cache
-from course.catalog import load_catalog
-from course.engine import kept_examples, replay, runner
+from course.content.catalog import load_catalog
+from course.engine.grading import kept_examples, replay, runner
 from course.engine.results import LessonResult
+from course.workspace import actions, result_cache
 from tests.helpers import SOLUTIONS, classic_mistakes, grade_folder, mistaken_source, solutions_with
 
 LESSON = "l03_attention"
@@ -219,10 +219,10 @@ def test_only_a_learners_cached_check_keeps_examples(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "grade", fake_grade)
     folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())
-    progress.grade(lesson(), folder)
-    progress.grade(lesson(), folder, fresh=True)
+    actions.grade(lesson(), folder)
+    actions.grade(lesson(), folder, fresh=True)
     monkeypatch.setenv("COURSE_CACHE", "off")
-    progress.grade(lesson(), folder)
+    actions.grade(lesson(), folder)
     path, build = given[0]
     assert path == result_cache.examples_file(LESSON)
     assert path.parent.parent == tmp_path / "cache" / "attention-course" and build
@@ -255,10 +255,10 @@ def test_learner_code_cannot_write_the_kept_examples(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE", "on")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())
-    assert progress.grade(lesson(), folder).passed  # writes the kept examples
+    assert actions.grade(lesson(), folder).passed  # writes the kept examples
     kept = result_cache.examples_file(LESSON)
     written = kept.read_bytes()
     (folder / f"{LESSON}.py").write_text((SOLUTIONS / f"{LESSON}.py").read_text() + WRITER)
-    result = progress.grade(lesson(), folder)
+    result = actions.grade(lesson(), folder)
     assert "refused" in result.output and result.passed
     assert kept.read_bytes() == written

@@ -138,8 +138,8 @@ def test_the_map_picture_labels_every_head_of_every_layer_with_the_learners_numb
     skeleton the maps still come (from the trusted forward) with '?' where a function is missing."""
     import shutil
 
-    from course.catalog import load_catalog
-    from course.engine.figures import HeadGrid, NumberTable, figures
+    from course.content.catalog import load_catalog
+    from course.engine.pictures.figures import HeadGrid, NumberTable, figures
     from tests.helpers import LESSONS, SOLUTIONS
 
     lesson = load_catalog().by_module("l10_head_roles")

@@ -131,8 +131,8 @@ def test_the_solution_never_makes_a_t_by_s_array(sol, monkeypatch):
 def test_the_memory_picture_shows_the_online_peak_flat_and_lesson_3s_growing():
     """`course show 13 --map` on the solutions: measured from outside, the online peak stays
     within a few MiB while S grows 16-fold, and lesson 3's grows with its (T, S) arrays."""
-    from course.catalog import load_catalog
-    from course.engine.figures import LineChart, NumberTable, figures
+    from course.content.catalog import load_catalog
+    from course.engine.pictures.figures import LineChart, NumberTable, figures
     from tests.helpers import SOLUTIONS
 
     made, problem = figures(load_catalog().by_module("l13_online_softmax"), SOLUTIONS)

@@ -114,14 +114,14 @@ def test_the_warm_grader_grades_the_skeleton_not_the_package_or_bytecode(workspa
     folder = tempfile.mkdtemp(prefix="srv", dir="/tmp")  # short: socket paths are limited
     monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
     monkeypatch.setenv("COURSE_SERVER", "on")
-    from course.engine import server
+    from course.engine.warm import client
 
     try:
-        server.start_in_background()
-        assert server.ready(timeout=90), "the warm grader did not come up"
-        answer = server.request(MODULE, workspace, timeout=60)
+        client.start_in_background()
+        assert client.ready(timeout=90), "the warm grader did not come up"
+        answer = client.request(MODULE, workspace, timeout=60)
         assert answer is not None, "the warm grader did not answer"
         assert_graded_the_skeleton(answer)
     finally:
-        server.stop()
+        client.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from course.catalog import load_catalog
-from course.engine import pictures
-from course.engine.maps import MapPipeline, attention_maps, flag_rows
-from course.render.maps import maps_screen
+from course.content.catalog import load_catalog
+from course.engine.pictures import load
+from course.engine.pictures.maps import MapPipeline, attention_maps, flag_rows
+from course.render.pictures import maps_screen
 from tests.helpers import SOLUTIONS, solutions_with_mistake
 
 CATALOG = load_catalog()
 LESSONS_WITH_MAPS = [
-    lesson.module for lesson in CATALOG.available() if pictures.part(lesson, "MAPS", MapPipeline)
+    lesson.module for lesson in CATALOG.available() if load.part(lesson, "MAPS", MapPipeline)
 ]
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.engine import client, learner_errors, testing
-from course.engine.limits import Limits
+from course.engine.calls import errors, learner_module
+from course.engine.sandbox.limits import Limits
+from course.engine.testing import compare
 
 T, S = 64, 200_000  # a (T, S) float64 array: 97.7 MiB
 FULL = T * S * 8
@@ -96,34 +97,34 @@ SOURCE = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def lesson(tmp_path_factory: pytest.TempPathFactory) -> Iterator[client.LearnerModule]:
+def lesson(tmp_path_factory: pytest.TempPathFactory) -> Iterator[learner_module.LearnerModule]:
     folder: Path = tmp_path_factory.mktemp("measured")
     (folder / "l00_memory.py").write_text(SOURCE, encoding="utf-8")
-    module = client.LearnerModule(folder, "l00_memory", Limits(call_seconds=20.0))
+    module = learner_module.LearnerModule(folder, "l00_memory", Limits(call_seconds=20.0))
     yield module
     module.close()
 
 
 @pytest.mark.parametrize("name", ["full", "untraced", "in_mmap", "resets_the_mark"])
 def test_a_full_scores_array_is_measured_near_its_size_however_it_is_allocated(
-    lesson: client.LearnerModule, name: str
+    lesson: learner_module.LearnerModule, name: str
 ) -> None:
     measured = lesson.measure(name, T, S)
     assert measured.result.shape == (T,) and measured.result[0] == S
     assert 0.9 * FULL < measured.peak_bytes < FULL + 60 * MIB, measured.peak_bytes / MIB
     with pytest.raises(AssertionError, match=r"used \d+\.\d MiB of memory at its peak; it must stay under"):
-        testing.check_peak_below(measured.peak_bytes, FULL / 2, what=f"{name}(q, k, v)")
+        compare.check_peak_below(measured.peak_bytes, FULL / 2, what=f"{name}(q, k, v)")
 
 
-def test_streaming_over_blocks_of_keys_is_measured_far_smaller(lesson: client.LearnerModule) -> None:
+def test_streaming_over_blocks_of_keys_is_measured_far_smaller(lesson: learner_module.LearnerModule) -> None:
     measured = lesson.measure("streaming", T, S)
     assert measured.result[0] == S
     assert measured.peak_bytes < 20 * MIB, measured.peak_bytes / MIB
-    testing.check_peak_below(measured.peak_bytes, FULL / 2, what="streaming(q, k, v)")
+    compare.check_peak_below(measured.peak_bytes, FULL / 2, what="streaming(q, k, v)")
     assert lesson.streaming(T, 128)[0] == 128  # the usual worker still answers ordinary calls
 
 
-def test_memory_kept_from_an_earlier_call_counts(lesson: client.LearnerModule) -> None:
+def test_memory_kept_from_an_earlier_call_counts(lesson: learner_module.LearnerModule) -> None:
     lesson.measure("keeps", T, S)  # allocated in one call, written in the next: still counted
     try:
         assert lesson.measure("uses_kept", T, S).peak_bytes > 0.9 * FULL
@@ -132,7 +133,9 @@ def test_memory_kept_from_an_earlier_call_counts(lesson: client.LearnerModule) -
     assert lesson.measure("streaming", T, S).peak_bytes < 20 * MIB  # given back: counted no more
 
 
-def test_an_earlier_calls_inputs_do_not_count_in_a_later_calls_peak(lesson: client.LearnerModule) -> None:
+def test_an_earlier_calls_inputs_do_not_count_in_a_later_calls_peak(
+    lesson: learner_module.LearnerModule,
+) -> None:
     big = np.ones(FULL * 8 // 10 // 8)  # mapped in the worker, in the file the inputs travel in
     assert lesson.measure("total", big).result == big.size
     measured = lesson.measure("full_with", np.ones(1), T, S)  # its own inputs are a few bytes
@@ -140,6 +143,8 @@ def test_an_earlier_calls_inputs_do_not_count_in_a_later_calls_peak(lesson: clie
 
 
 @pytest.mark.parametrize("name", ["in_fork", "in_multiprocessing", "in_subprocess"])
-def test_a_measured_call_may_not_start_another_process(lesson: client.LearnerModule, name: str) -> None:
-    with pytest.raises(learner_errors.LearnerError, match="may not start other processes"):
+def test_a_measured_call_may_not_start_another_process(
+    lesson: learner_module.LearnerModule, name: str
+) -> None:
+    with pytest.raises(errors.LearnerError, match="may not start other processes"):
         lesson.measure(name, T, S)

@@ -1,9 +1,9 @@
-"""Remembered oracles (course/engine/memo.py): computed once per exact input, handed out safely."""
+"""Remembered oracles (course/engine/testing/memo.py): computed once per exact input, handed out safely."""
 
 import numpy as np
 import pytest
 
-from course.engine.memo import remembered
+from course.engine.testing.memo import remembered
 
 
 def counting_oracle():

@@ -11,8 +11,8 @@ tests/test_classic_mistakes.py.
 import ast
 from pathlib import Path
 
-from course.engine import misconceptions
 from course.engine.results import CheckResult, ExerciseResult, LessonResult
+from course.engine.testing import misconceptions
 from tests.helpers import REPO, classic_mistakes
 
 CASES = classic_mistakes()

@@ -28,8 +28,9 @@ from nbgrader.coursedir import CourseDirectory  # noqa: E402
 from nbgrader.plugins.export import CsvExportPlugin  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
-from course.catalog import load_catalog  # noqa: E402
-from course.instructor import exports, gradebook, notebooks  # noqa: E402
+from course.content.catalog import load_catalog  # noqa: E402
+from course.instructor.classroom import exports, gradebook  # noqa: E402
+from course.instructor.notebooks import build as notebooks  # noqa: E402
 
 CATALOG = load_catalog()
 L02 = CATALOG.by_module("l02_softmax")
@@ -62,7 +63,7 @@ SUBMISSIONS = {
         "softmax": "def softmax(x, axis=-1):\n    e = np.exp(x)\n    return e / e.sum(axis, keepdims=True)"
     },
     "carol": {
-        "softmax": "import course.engine.runner as _runner\n\n_real = _runner.grade\n"
+        "softmax": "import course.engine.grading.runner as _runner\n\n_real = _runner.grade\n"
         "_runner.grade = lambda lesson, folder, **kw: _real(lesson, lesson.solution.parent, **kw)\n\n\n"
         + SOURCE.function("softmax").skeleton
     },

@@ -13,9 +13,13 @@ import typer
 from nbformat.v4 import new_code_cell
 from typer.testing import CliRunner
 
-from course.catalog import load_catalog
 from course.cli.instructor import register
-from course.instructor import notebook_cells, notebook_grading, notebook_pictures, notebook_text, notebooks
+from course.content.catalog import load_catalog
+from course.instructor.classroom import notebook_submissions
+from course.instructor.notebooks import build as notebooks
+from course.instructor.notebooks import cells as notebook_cells
+from course.instructor.notebooks import pictures
+from course.instructor.notebooks import text as notebook_text
 
 CATALOG = load_catalog()
 L01 = CATALOG.by_module("l01_projections")
@@ -94,7 +98,7 @@ def test_course_grade_finds_nbgraders_submitted_layout_and_says_when_there_is_no
         folder.mkdir(parents=True)
         (folder / "l01_projections.ipynb").write_text("{}")
     (tmp_path / "submitted" / ".hidden" / "week1").mkdir(parents=True)
-    found = notebook_grading.submissions_in(tmp_path)
+    found = notebook_submissions.submissions_in(tmp_path)
     assert [(s.key, [a for a, _ in s.notebooks]) for s in found] == [("ada", ["week1"]), ("bob", ["week1"])]
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -110,7 +114,7 @@ def test_the_pictures_cell_draws_the_maps_of_the_cells_code_or_says_in_one_line_
     earlier = {"l02_softmax": notebook_text.reference_code(CATALOG.by_module("l02_softmax"))}
     for variant, expected in (("instructor", 1), ("student", 0)):
         module = notebook_cells.notebook_module(notebooks.build(lesson, CATALOG, variant))
-        images, note = notebook_pictures.draw(lesson.module, module, earlier)
+        images, note = pictures.draw(lesson.module, module, earlier)
         assert len(images) == expected and all(png.startswith(b"\x89PNG") for png in images)
         assert note == (
             "" if expected else "Your function still raises NotImplementedError: nothing to draw yet."

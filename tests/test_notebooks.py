@@ -17,10 +17,12 @@ pytest.importorskip("ipykernel")
 import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from course import lesson_source  # noqa: E402
-from course.catalog import load_catalog  # noqa: E402
 from course.cli.notebooks import register  # noqa: E402
-from course.instructor import notebook_cells, notebooks, similarity  # noqa: E402
+from course.content import lesson_source  # noqa: E402
+from course.content.catalog import load_catalog  # noqa: E402
+from course.instructor.classroom import similarity  # noqa: E402
+from course.instructor.notebooks import build as notebooks  # noqa: E402
+from course.instructor.notebooks import cells as notebook_cells  # noqa: E402
 
 CATALOG = load_catalog()
 LESSONS = list(CATALOG.available())

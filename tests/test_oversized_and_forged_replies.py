@@ -1,6 +1,6 @@
 """What the worker's side sends and what lies in the learner's folder cannot crash the grader or
 make it blame itself (issue 10, items 5-7): a lesson file of gigabytes is refused by its size,
-never read; a reply is read only within its bounds (``protocol.REPLY_*``); a malformed one is the
+never read; a reply is read only within its bounds (``messages.REPLY_*``); a malformed one is the
 learner's error. The hostile cases ``tests/hostile/forged_*`` grade forged replies end to end;
 these tests check what those cannot: a sparse 6 GiB file, and the grader's own memory."""
 
@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from course.engine import call_checks, learner_errors, plugin, protocol
+from course.engine.calls import errors
+from course.engine.calls import replies as call_checks
+from course.engine.grading import plugin
 from course.engine.results import ERROR
+from course.engine.wire import messages
 from tests.helpers import SOLUTIONS, grade_folder
 from tests.test_hostile_learners import parse
 
@@ -109,8 +112,8 @@ def message(header: bytes, payload: bytes = b"") -> bytes:
 )
 def test_unpack_refuses_before_reading_what_it_will_not_hold(raw, bounds, says):
     stream = io.BytesIO(raw + b"\0" * 64)  # never read this far: the payload was never sent
-    with pytest.raises(protocol.ProtocolError, match=says):
-        protocol.unpack(stream.read, **bounds)
+    with pytest.raises(messages.ProtocolError, match=says):
+        messages.unpack(stream.read, **bounds)
 
 
 @pytest.mark.parametrize(
@@ -126,15 +129,13 @@ def test_unpack_refuses_before_reading_what_it_will_not_hold(raw, bounds, says):
     ],
 )
 def test_decode_refuses_unknown_tags_and_wrong_types(tagged):
-    with pytest.raises(protocol.ProtocolError):
-        protocol.decode(tagged, [protocol.np.zeros(2)])
+    with pytest.raises(messages.ProtocolError):
+        messages.decode(tagged, [messages.np.zeros(2)])
 
 
 def test_a_malformed_reply_is_the_learners_error_never_the_graders():
-    problem = protocol.ProtocolError("header nested too deeply")
+    problem = messages.ProtocolError("header nested too deeply")
     status, text = plugin.classify(problem)
     assert status == ERROR and "not your fault" not in text and "malformed" in text
-    status, text = plugin.classify(
-        learner_errors.LearnerError(call_checks.malformed_reply(protocol.TooLarge("x")))
-    )
+    status, text = plugin.classify(errors.LearnerError(call_checks.malformed_reply(messages.TooLarge("x"))))
     assert status == ERROR and "too large" in text

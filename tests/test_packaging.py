@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from tests.helpers import REPO, SOLUTIONS
 
 pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the dev extra)")
@@ -40,7 +40,7 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_catalog_skeletons_solutions_and_grading_tests(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "course/catalog.toml" in names and "course/glossary.toml" in names
+    assert "course/content/catalog.toml" in names and "course/content/glossary.toml" in names
     for shipped in ("weights.npz", "card.json", "README.md", "__init__.py", "measure.py"):
         assert f"course/tiny_model/{shipped}" in names  # lessons 10-11 study it offline
     for lesson in load_catalog().available():

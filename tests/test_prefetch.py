@@ -1,4 +1,4 @@
-"""A check's grading started early (course/prefetch.py): `course check N` and `--all` send the
+"""A check's grading started early (course/workspace/prefetch.py): `course check N` and `--all` send the
 warm grader their request before the rest of the command loads, keyed before anything is
 graded; a started grading that is not the one the command ends up asking for is dropped."""
 
@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from course import prefetch, progress
-from course.catalog import load_catalog
 from course.cli import everyday
+from course.content.catalog import load_catalog
+from course.workspace import actions, prefetch
 from tests.helpers import SOLUTIONS, solutions_with
 
 
@@ -19,8 +19,8 @@ def lesson(module: str):
 
 
 def test_check_of_a_named_lesson_starts_grading_before_it_opens_the_session(tmp_path, monkeypatch):
-    from course import session as session_module
-    from course import workspace as ws
+    from course.workspace import folder as ws
+    from course.workspace import session as session_module
 
     ws.init(tmp_path / "w", load_catalog())
     order = []
@@ -49,7 +49,7 @@ def test_a_started_grading_of_other_lessons_is_dropped_and_the_lessons_graded_an
     folder = solutions_with(tmp_path, "l02_softmax", (SOLUTIONS / "l02_softmax.py").read_text())
     ours, theirs = socket.socketpair()
     started = prefetch.Started(["l01_projections"], folder.resolve(), False, "", [None], [None], ours)
-    results = progress.grade_many([lesson("l02_softmax")], folder, started=started)
+    results = actions.grade_many([lesson("l02_softmax")], folder, started=started)
     assert [result.lesson for result in results] == ["l02_softmax"] and results[0].passed
     assert started.connection is None and theirs.recv(1) == b""  # closed: its answer is not read
     theirs.close()

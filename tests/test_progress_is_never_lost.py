@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from course import state
+from course.workspace import state
 from tests.helpers import SOLUTIONS
 
 LESSONS = ("l01_projections", "l02_softmax", "l03_attention")

@@ -8,11 +8,11 @@ import struct
 import numpy as np
 import pytest
 
-from course.engine import protocol, wire_checks
+from course.engine.wire import checks, messages
 
 
 def round_trip(header, arrays):
-    return protocol.unpack(io.BytesIO(protocol.pack(header, arrays)).read)
+    return messages.unpack(io.BytesIO(messages.pack(header, arrays)).read)
 
 
 def test_arrays_keep_dtype_shape_and_values_including_zero_d_and_empty():
@@ -33,19 +33,19 @@ def test_arrays_keep_dtype_shape_and_values_including_zero_d_and_empty():
 
 def test_values_are_tagged_and_labelled_by_their_place():
     arrays, labels = [], []
-    tagged = protocol.encode(
+    tagged = messages.encode(
         {"w_q": np.ones(2), "n": 3, "pair": (np.zeros(1), None)}, arrays, labels=labels, path="params"
     )
     assert labels == ["params['w_q']", "params['pair'][0]"]
-    decoded = protocol.decode(tagged, arrays)
+    decoded = messages.decode(tagged, arrays)
     assert decoded["n"] == 3 and decoded["pair"][1] is None
 
 
 def test_objects_are_described_not_sent():
-    tagged = protocol.encode(object(), [])
-    value = protocol.decode(tagged, [])
-    assert isinstance(value, protocol.Opaque) and value.type_name == "object"
-    assert "o" in protocol.encode(np.array([object()]), [])
+    tagged = messages.encode(object(), [])
+    value = messages.decode(tagged, [])
+    assert isinstance(value, messages.Opaque) and value.type_name == "object"
+    assert "o" in messages.encode(np.array([object()]), [])
 
 
 def message(header: dict, payload: bytes = b"") -> bytes:
@@ -65,14 +65,14 @@ def message(header: dict, payload: bytes = b"") -> bytes:
     ],
 )
 def test_malformed_or_hostile_messages_are_refused(raw):
-    with pytest.raises((protocol.ProtocolError, EOFError)):
-        protocol.unpack(io.BytesIO(raw).read)
+    with pytest.raises((messages.ProtocolError, EOFError)):
+        messages.unpack(io.BytesIO(raw).read)
 
 
 def test_a_truncated_message_is_end_of_file():
-    raw = protocol.pack({}, [np.ones(4)])[:-3]
+    raw = messages.pack({}, [np.ones(4)])[:-3]
     with pytest.raises(EOFError):
-        protocol.unpack(io.BytesIO(raw).read)
+        messages.unpack(io.BytesIO(raw).read)
 
 
 def test_a_tagged_value_has_exactly_the_keys_of_one_of_encodes_forms():
@@ -82,25 +82,25 @@ def test_a_tagged_value_has_exactly_the_keys_of_one_of_encodes_forms():
         for keys in itertools.combinations(values, size):
             tagged = {key: values[key] for key in keys}
             if set(keys) in forms:
-                protocol.decode(tagged, [np.zeros(2)])
+                messages.decode(tagged, [np.zeros(2)])
             else:
-                with pytest.raises(protocol.ProtocolError):
-                    protocol.decode(tagged, [np.zeros(2)])
+                with pytest.raises(messages.ProtocolError):
+                    messages.decode(tagged, [np.zeros(2)])
 
 
 def test_labels_name_each_arrays_place_and_a_result_needs_none():
     value = (np.ones(1), {"w": np.zeros(2), "n": [np.ones(3), 4]}, np.float32(2))
     arrays, labels = [], []
-    tagged = protocol.encode(value, arrays, labels=labels, path="x")
+    tagged = messages.encode(value, arrays, labels=labels, path="x")
     assert labels == ["x[0]", "x[1]['w']", "x[1]['n'][0]", "x[2]"]
     unlabelled: list = []
-    assert protocol.encode(value, unlabelled) == tagged and len(unlabelled) == len(arrays)
+    assert messages.encode(value, unlabelled) == tagged and len(unlabelled) == len(arrays)
 
 
 def outcome(check, kind, shape):
     try:
         dtype, checked, size = check(kind, shape)
-    except protocol.ProtocolError as problem:
+    except messages.ProtocolError as problem:
         return type(problem)
     return dtype, checked, size
 
@@ -111,33 +111,31 @@ def outcome(check, kind, shape):
 )
 @pytest.mark.parametrize("kind", ["<f8", "f8", "<U3", "O", "nonsense"])
 def test_a_remembered_array_description_gets_the_answer_it_would_get_afresh(kind, shape):
-    wire_checks._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
+    checks._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
     for _ in range(2):
-        assert outcome(wire_checks._checked_array, kind, shape) == outcome(
-            wire_checks._check_array, kind, shape
-        )
+        assert outcome(checks._checked_array, kind, shape) == outcome(checks._check_array, kind, shape)
 
 
 def test_the_remembered_array_descriptions_are_bounded():
-    for n in range(2 * wire_checks._CHECKED_MAX):
-        wire_checks._checked_array("<i4", [n])
-    assert len(wire_checks._CHECKED) <= wire_checks._CHECKED_MAX
+    for n in range(2 * checks._CHECKED_MAX):
+        checks._checked_array("<i4", [n])
+    assert len(checks._CHECKED) <= checks._CHECKED_MAX
 
 
 def test_a_header_parsed_once_can_be_unpacked_again_unchanged():
-    raw = protocol.pack({"n": 1, "nested": {"xs": [1, 2]}}, [np.ones(2)])
+    raw = messages.pack({"n": 1, "nested": {"xs": [1, 2]}}, [np.ones(2)])
     parsed = json.loads(raw[4 : 4 + struct.unpack(">I", raw[:4])[0]])
     before = json.dumps(parsed)
     for _ in range(2):  # one object for the same bytes, as the worker's memo returns
-        header, arrays = protocol.unpack(io.BytesIO(raw).read, loads=lambda data: parsed)
+        header, arrays = messages.unpack(io.BytesIO(raw).read, loads=lambda data: parsed)
         assert header == {"n": 1, "nested": {"xs": [1, 2]}} and arrays[0].tolist() == [1.0, 1.0]
     assert json.dumps(parsed) == before  # never changed by unpack
 
 
 def test_the_grader_remembers_only_the_last_small_successful_reply():
-    from course.engine.call_checks import _reply_to_keep
+    from course.engine.calls.replies import _reply_to_keep
 
-    memo = protocol.LastParsed(keep=_reply_to_keep)
+    memo = messages.LastParsed(keep=_reply_to_keep)
     ok, failed = b'{"ok": true, "result": {"v": 1}}', b'{"ok": false, "error": {}}'
     assert memo(ok) is memo(ok) and memo(ok) == {"ok": True, "result": {"v": 1}}
     assert memo(failed) is not memo(failed)  # an error's description is never shared
@@ -146,11 +144,11 @@ def test_the_grader_remembers_only_the_last_small_successful_reply():
     assert memo(ok)["result"] == {"v": 1}
     with pytest.raises(ValueError):
         memo(b"")  # what json.loads says, even before anything was remembered
-    assert protocol.LastParsed(keep=_reply_to_keep)(b"null") is None
+    assert messages.LastParsed(keep=_reply_to_keep)(b"null") is None
 
 
 def test_the_worker_remembers_the_last_request_header_it_parsed():
-    memo = protocol.LastParsed()
+    memo = messages.LastParsed()
     with pytest.raises(ValueError):
         memo(b"")  # what json.loads says, even before anything was remembered
     first = memo(b'{"op": "call", "args": {"t": [{"v": 2}]}}')

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from tests.course_copy import copy_course, course, lesson_data_files, ready_workspace, rename_lessons
 from tests.helpers import mistaken_source
 

@@ -1,4 +1,4 @@
-"""Property checks replayed (course/engine/replay.py): the same grade as hypothesis, for less.
+"""Property checks replayed (course/engine/grading/replay.py): the same grade as hypothesis, for less.
 
 A passing property check records the examples hypothesis drew; later grades in the process call
 the test body with them directly. These tests hold that a replayed grade is the grade hypothesis
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from course.engine import replay
+from course.engine.grading import replay
 from tests.helpers import SOLUTIONS, classic_mistakes, grade_folder, mistaken_source, solutions_with
 
 LESSONS = ("l02_softmax", "l03_attention")
@@ -95,7 +95,7 @@ def drawn_by_the_grading_profile() -> list[int]:
     from hypothesis import given, seed, settings
     from hypothesis import strategies as st
 
-    from course.engine.testing import GRADING_SEED
+    from course.engine.testing.compare import GRADING_SEED
 
     values: list[int] = []
 
@@ -112,7 +112,7 @@ def drawn_by_the_grading_profile() -> list[int]:
 def test_the_examples_drawn_do_not_depend_on_the_modules_loaded_in_the_grading_process(tmp_path, monkeypatch):
     """Hypothesis would mix constants read from the source of loaded "local" modules into its
     draws (so a clone and a wheel, or a cold and a warm grader, could grade other examples)."""
-    import course.engine.testing  # noqa: F401 - what every grade imports first
+    import course.engine.testing.compare  # noqa: F401 - what every grade imports first
 
     before = drawn_by_the_grading_profile()
     planted = tmp_path / "planted" / "course_planted_constants.py"

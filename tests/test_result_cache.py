@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from course import progress, result_cache
-from course.catalog import load_catalog
-from course.engine import runner
+from course.content.catalog import load_catalog
+from course.engine.grading import runner
 from course.engine.results import LessonResult
-from course.instructor import exports
+from course.instructor.classroom import exports
+from course.workspace import actions as progress
+from course.workspace import result_cache
 from tests.helpers import SOLUTIONS
 
 L01 = "l01_projections"
@@ -140,7 +141,7 @@ def test_course_grade_and_the_engine_never_import_the_cache():
         names = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
             alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
         }
-        assert "course.result_cache" not in names, path
+        assert "course.workspace.result_cache" not in names, path
         assert not any(
             isinstance(node, ast.ImportFrom) and any(a.name == "result_cache" for a in node.names)
             for node in ast.walk(tree)
@@ -183,8 +184,8 @@ from pathlib import Path
 
 def forge():
     """Write a pass for lesson 2 into the cache, with the key its unchanged files will have."""
-    from course import result_cache
-    from course.engine import server
+    from course.engine.warm import client as server
+    from course.workspace import result_cache
 
     folder = Path(__file__).resolve().parent
     module = "l02_softmax"
@@ -207,7 +208,7 @@ def test_learner_code_cannot_write_a_grade_into_the_cache(cached, tmp_path):
     forging = source.replace("def linear(x, w, b=None):\n", "def linear(x, w, b=None):\n    forge()\n", 1)
     (workspace / f"{L01}.py").write_text(forging + FORGER)
     result = progress.grade(lesson(), workspace)
-    assert "refused" in result.output  # the worker may write no file (see course/engine/sandbox.py)
+    assert "refused" in result.output  # the worker may write no file (see course/engine/sandbox/landlock.py)
     assert not list((tmp_path / "cache").rglob("x.json"))
     progress.grade(lesson("l02_softmax"), workspace)
     assert graded == [L01, "l02_softmax"]  # lesson 2 was graded, not answered by a forged entry

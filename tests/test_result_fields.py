@@ -10,9 +10,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from course.catalog import load_catalog
-from course.engine import grade_report, learner_errors, plugin, runner, worker
+from course.content.catalog import load_catalog
+from course.engine.calls import errors
+from course.engine.grading import plugin, report, runner
 from course.engine.results import ERROR, LessonResult
+from course.engine.sandbox.worker import main as worker
 from tests.helpers import SOLUTIONS, grade_folder, solutions_with, solutions_with_mistake
 
 L01 = load_catalog().resolve("1")
@@ -70,9 +72,9 @@ def test_the_required_signature_is_read_from_the_skeleton(tmp_path):
         "def _helper(a):\n    pass\n\n"
         "class NotAnExercise:\n    def method(self, q):\n        pass\n"
     )
-    found = grade_report._skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
+    found = report._skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
     assert found == {"linear": "linear(x, w, b=None, *, scale=1.0)", "_helper": "_helper(a)"}
-    assert grade_report._skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
+    assert report._skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
 
 
 def test_a_wrong_signature_gets_pythons_words_and_the_skeletons_signature(tmp_path):
@@ -136,8 +138,8 @@ def test_the_learners_defaults_and_annotations_are_not_evaluated_again():
 
 def test_a_forged_signature_mismatch_can_only_fail_a_check():
     forged = {"type": "SignatureMismatch", "message": "anything", "signature": "(x)", "frames": []}
-    problem = learner_errors.problem_for(forged, "linear", "l01_projections", [], 2**30)
-    assert isinstance(problem, learner_errors.SignatureMismatch)
-    assert isinstance(problem, learner_errors.LearnerError)
+    problem = errors.problem_for(forged, "linear", "l01_projections", [], 2**30)
+    assert isinstance(problem, errors.SignatureMismatch)
+    assert isinstance(problem, errors.LearnerError)
     assert problem.kind == "SignatureMismatch" and problem.function == "linear"
     assert plugin.classify(problem) == (ERROR, "TypeError: anything")

@@ -20,7 +20,7 @@ def runtime(monkeypatch):
     folder = tempfile.mkdtemp(prefix="srv", dir="/tmp")
     monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
     monkeypatch.setenv("COURSE_SERVER", "on")
-    from course.engine import server
+    from course.engine.warm import client as server
 
     yield server
     server.stop()
@@ -79,14 +79,14 @@ def server_pid(path) -> int | None:
                     words = handle.read().split(b"\0")
             except OSError:
                 continue
-            if any(b"course.engine.serving" in word for word in words) and str(path).encode() in words:
+            if any(b"course.engine.warm.server" in word for word in words) and str(path).encode() in words:
                 return int(entry)
     return None
 
 
 def children_states(parent: int) -> list[str]:
     """The states (R, S, Z ...) of ``parent``'s children, from /proc/<pid>/stat, but for its
-    worker zygote (course/engine/zygote.py: one for the server's lifetime, by design)."""
+    worker zygote (course/engine/sandbox/zygote.py: one for the server's lifetime, by design)."""
     states = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -94,7 +94,7 @@ def children_states(parent: int) -> list[str]:
                 with open(f"/proc/{entry}/stat") as handle:
                     fields = handle.read().rsplit(")", 1)[1].split()
                 with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    zygote = b"course.engine.zygote" in handle.read()
+                    zygote = b"course.engine.sandbox.zygote" in handle.read()
             except OSError:
                 continue
             if int(fields[1]) == parent and not zygote:
@@ -144,7 +144,7 @@ def test_a_socket_that_answers_nonsense_is_ignored_and_the_check_grades_here(run
 def test_no_server_is_used_or_started_when_switched_off(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setenv("COURSE_SERVER", "off")
-    from course.engine import server
+    from course.engine.warm import client as server
 
     assert not server.enabled()
 
@@ -212,7 +212,7 @@ def test_the_callers_preparation_runs_after_the_request_is_sent_and_before_the_a
 
 
 def test_lessons_are_queued_longest_first():
-    from course.engine.side_by_side import longest_first
+    from course.engine.warm.side_by_side import longest_first
 
     assert longest_first([0.1, 4.0, 0.2, 1.0, 1.5, 0.3]) == [1, 4, 3, 5, 2, 0]
     assert longest_first([0.5, 0.5, 0.0]) == [0, 1, 2]  # ties keep their order
@@ -223,9 +223,9 @@ def test_a_process_done_with_its_lesson_takes_the_next_one_from_the_queue(tmp_pa
     lesson is graded. Dealt fixed shares (lesson 1 alone, the rest to the other process), its
     process would also hold lessons 2-4 and wait for itself until it gave up; from a queue,
     the other process takes them."""
-    from course.catalog import load_catalog
-    from course.engine import side_by_side
+    from course.content.catalog import load_catalog
     from course.engine.results import LessonResult
+    from course.engine.warm import side_by_side
 
     lessons = load_catalog().lessons[:5]
     done = tmp_path / "done"

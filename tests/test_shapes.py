@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from course.catalog import load_catalog
-from course.engine.call_checks import checked_trace
-from course.engine.shapes import compare, letters, plan_of, shape_trace
+from course.content.catalog import load_catalog
+from course.engine.calls.replies import checked_trace
+from course.engine.pictures.shapes import compare, letters, plan_of, shape_trace
 from tests.helpers import SOLUTIONS, solutions_with, solutions_with_mistake
 
 CATALOG = load_catalog()

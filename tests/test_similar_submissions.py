@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from course import __version__
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from tests.helpers import LESSONS, SOLUTIONS
 
 CATALOG = load_catalog()
@@ -166,7 +166,7 @@ def test_an_own_solution_with_the_same_ideas_is_not_flagged(graded):
 
 
 def test_untouched_skeletons_are_never_flagged_as_the_same_code():
-    from course.instructor import similarity
+    from course.instructor.classroom import similarity
 
     rows = [
         {"file": f"{name}.zip", "problems": [], "fingerprints": similarity.fingerprints(files, [L01])}

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from course import state
+from course.workspace import state
 
 
 def test_state_round_trips_through_the_file(tmp_path):
@@ -60,9 +60,9 @@ def test_a_state_from_before_recheck_marks_loads_and_needs_no_recheck(tmp_path):
 
 
 def test_opening_a_session_spells_passed_as_the_engine_writes_it():
-    """course.session keeps its own copy of the status (so `course list` never imports the
+    """course.workspace.session keeps its own copy of the status (so `course list` never imports the
     engine); a lesson counts as done only if both spell it the same."""
-    from course import session
     from course.engine import results
+    from course.workspace import session
 
     assert session.PASSED == results.PASSED

@@ -14,9 +14,9 @@ import typer
 from typer.testing import CliRunner
 
 from course import __version__
-from course.catalog import load_catalog
 from course.cli.instructor import register
-from course.instructor import exports, gradebook, submissions
+from course.content.catalog import load_catalog
+from course.instructor.classroom import exports, gradebook, submissions
 from tests.helpers import LESSONS, SOLUTIONS, classic_mistakes, mistaken_source
 
 CASES = classic_mistakes()
@@ -341,8 +341,8 @@ def child_processes() -> set[int]:
 
 
 def test_identical_lesson_files_are_graded_once_per_process_and_other_files_again(tmp_path, monkeypatch):
-    from course.engine import one_session
-    from course.instructor import class_stream
+    from course.engine.grading import one_session
+    from course.instructor.classroom import class_stream
 
     monkeypatch.setattr(class_stream, "_GRADED_BEFORE", {})
     graded = []
@@ -363,8 +363,8 @@ def test_identical_lesson_files_are_graded_once_per_process_and_other_files_agai
 
 
 def test_a_grade_that_reached_a_time_limit_is_never_reused(tmp_path, monkeypatch):
-    from course.engine import one_session
-    from course.instructor import class_stream
+    from course.engine.grading import one_session
+    from course.instructor.classroom import class_stream
 
     monkeypatch.setenv("COURSE_LIMITS", "call=1")
     monkeypatch.setattr(class_stream, "_GRADED_BEFORE", {})

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from course.engine import private_socket, server
+from course.engine.warm import client as server
+from course.engine.warm import private_socket
 from tests.helpers import SOLUTIONS
 
 ROOT = os.getuid() == 0

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from course.catalog import load_catalog
+from course.content.catalog import load_catalog
 from tests.helpers import SOLUTIONS
 
 
@@ -137,8 +137,8 @@ def test_ctrl_c_during_a_grading_in_this_process_stops_it_instead_of_being_swall
     script = (
         "import os, signal, sys, threading, time\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "from course.catalog import load_catalog\n"
-        "from course.engine.runner import grade\n"
+        "from course.content.catalog import load_catalog\n"
+        "from course.engine.grading.runner import grade\n"
         "lesson = load_catalog().resolve('11')\n"
         "def interrupt_once_pytest_collected():\n"
         "    while 'test_l11_head_pruning' not in sys.modules:\n"

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from course.engine import worker
+from course.engine.sandbox.worker import main as worker
 
 
 def signatures() -> list[str]:

@@ -10,9 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from course.engine import client, learner_errors
-from course.engine.limits import Limits
-from course.engine.protocol import Opaque
+from course.engine.calls import errors
+from course.engine.calls import learner_module as client
+from course.engine.sandbox.limits import Limits
+from course.engine.wire.messages import Opaque
 
 LEARNER = """
 import os, sys, time
@@ -66,7 +67,7 @@ def raises(x):
     return np.zeros(3) @ np.zeros(4)
 
 def says_no_input_changed(x):
-    worker = sys.modules["course.engine.worker"]
+    worker = sys.modules["course.engine.sandbox.worker.main"]
     worker._array_equal = lambda *args, **kwargs: True
     np.array_equal = lambda *args, **kwargs: True
     real = worker._call
@@ -96,7 +97,7 @@ def negates_zeros(x):
 
 def truncates_its_inputs(x):
     out = x * 2
-    os.ftruncate(sys.modules["course.engine.worker"]._shared["fd"], 0)  # the file it was given
+    os.ftruncate(sys.modules["course.engine.sandbox.worker.main"]._shared["fd"], 0)  # the file it was given
     return out
 """
 
@@ -145,12 +146,12 @@ def test_objects_that_are_not_data_come_back_described(learner):
 
 
 def test_a_stub_is_reported_as_not_started(learner):
-    with pytest.raises(learner_errors.NotStarted):
+    with pytest.raises(errors.NotStarted):
         learner.stub(np.ones(1))
 
 
 def test_a_stub_in_an_earlier_lesson_is_named(learner):
-    with pytest.raises(learner_errors.DependencyNotReady, match="l00_earlier.py") as caught:
+    with pytest.raises(errors.DependencyNotReady, match="l00_earlier.py") as caught:
         learner.uses_earlier(np.ones(1))
     assert caught.value.module == "l00_earlier"
 
@@ -189,7 +190,7 @@ def test_the_grader_reads_the_inputs_back_itself_whatever_the_worker_says(learne
 
 
 def test_an_exception_shows_the_learners_line_and_message(learner):
-    with pytest.raises(learner_errors.LearnerError) as caught:
+    with pytest.raises(errors.LearnerError) as caught:
         learner.raises(np.ones(1))
     message = str(caught.value)
     assert "l00_demo.py, line" in message and "np.zeros(3) @ np.zeros(4)" in message
@@ -197,16 +198,16 @@ def test_an_exception_shows_the_learners_line_and_message(learner):
 
 
 def test_a_missing_function_is_named(learner):
-    with pytest.raises(learner_errors.LearnerError, match="no function named `renamed`"):
+    with pytest.raises(errors.LearnerError, match="no function named `renamed`"):
         learner.renamed(np.ones(1))
 
 
 def test_an_endless_loop_times_out_and_the_next_call_gets_a_fresh_worker(learner):
     started = time.monotonic()
-    with pytest.raises(learner_errors.LearnerTimeout, match="did not return within 1 s"):
+    with pytest.raises(errors.LearnerTimeout, match="did not return within 1 s"):
         learner.forever(np.ones(1))
     assert time.monotonic() - started < 3
-    with pytest.raises(learner_errors.LearnerTimeout, match="earlier call"):
+    with pytest.raises(errors.LearnerTimeout, match="earlier call"):
         learner.forever(np.ones(1))  # not run again
     assert learner.double(np.ones(1)).tolist() == [2.0]
 
@@ -226,7 +227,7 @@ def living_members(group: int) -> list[int]:
 
 
 def test_a_timeout_kills_children_the_learner_started(learner):
-    with pytest.raises(learner_errors.LearnerTimeout):
+    with pytest.raises(errors.LearnerTimeout):
         learner.leaves_a_child(np.ones(1))
     group = learner.workers[0].pid  # the worker leads its own process group
     assert group is not None and group != learner.workers[0].process.pid
@@ -237,7 +238,7 @@ def test_a_timeout_kills_children_the_learner_started(learner):
 
 
 def test_a_process_exit_is_an_error_not_a_pass(learner):
-    with pytest.raises(learner_errors.LearnerError, match="exit code 0"):
+    with pytest.raises(errors.LearnerError, match="exit code 0"):
         learner.exits(np.ones(1))
     assert learner.double(np.ones(1)).tolist() == [2.0]
 
@@ -261,7 +262,7 @@ def test_a_syntax_error_is_reported_with_line_and_caret(tmp_path):
         report = module.import_report()
     finally:
         module.close()
-    message = learner_errors.format_learner_error(report["error"])
+    message = errors.format_learner_error(report["error"])
     assert not report["ok"] and "l00_broken.py, line 3" in message
     assert "def f(x:" in message and "^" in message
 
@@ -310,18 +311,18 @@ def confined(tmp_path):
 def test_learner_code_cannot_write_any_file_not_even_in_its_scratch_folder(confined, tmp_path):
     target = tmp_path / "l00_confined.py"
     before = target.read_text()
-    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
+    with pytest.raises(errors.LearnerError, match="PermissionError"):
         confined.write_outside(str(target))
     assert target.read_text() == before
-    with pytest.raises(learner_errors.LearnerError, match="may write no file"):
+    with pytest.raises(errors.LearnerError, match="may write no file"):
         confined.write_inside()
     assert os.listdir(confined.scratch) == []
 
 
 def test_learner_code_cannot_signal_the_grader_or_open_connections(confined):
-    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
+    with pytest.raises(errors.LearnerError, match="PermissionError"):
         confined.signal_the_grader()
-    with pytest.raises(learner_errors.LearnerError, match="PermissionError"):
+    with pytest.raises(errors.LearnerError, match="PermissionError"):
         confined.connect()
 
 
@@ -376,8 +377,8 @@ def test_a_grader_that_is_killed_leaves_no_learner_process_behind(tmp_path):
     (tmp_path / "l00_confined.py").write_text(CONFINED)
     marker = f"ESCAPEE-{os.getpid()}-{time.monotonic_ns()}"
     script = (
-        "import sys, time; from pathlib import Path; from course.engine import client; "
-        f"module = client.LearnerModule(Path({str(tmp_path)!r}), 'l00_confined'); "
+        "import sys, time; from pathlib import Path; from course.engine.calls import learner_module; "
+        f"module = learner_module.LearnerModule(Path({str(tmp_path)!r}), 'l00_confined'); "
         f"module.escape_and_sleep({marker!r}); print('ready', flush=True); time.sleep(300)"
     )
     grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course.engine import seccomp_filter, worker
+from course.engine.sandbox import seccomp
+from course.engine.sandbox.worker import main as worker
 
 
 @pytest.fixture
@@ -52,9 +53,9 @@ def test_the_report_of_a_folder_at_the_root_names_its_modules(modules):
 
 
 def test_seccomp_programs_made_ahead_by_a_zygote_are_those_a_keeper_would_make():
-    seccomp_filter.prepare()
-    ahead = {measured: seccomp_filter._PROGRAMS[measured] for measured in (False, True)}
-    seccomp_filter._PROGRAMS.clear()
+    seccomp.prepare()
+    ahead = {measured: seccomp._PROGRAMS[measured] for measured in (False, True)}
+    seccomp._PROGRAMS.clear()
 
-    assert {measured: seccomp_filter._filter_program(measured) for measured in (False, True)} == ahead
+    assert {measured: seccomp._filter_program(measured) for measured in (False, True)} == ahead
     assert ahead[False] != ahead[True]  # a measured worker's forbids starting processes too

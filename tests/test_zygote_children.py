@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from course.engine import client, processes, zygote
-from course.engine.limits import Limits
+from course.engine.calls import learner_module
+from course.engine.sandbox import process as processes
+from course.engine.sandbox import zygote
+from course.engine.sandbox.limits import Limits
 
 LEARNER = """
 import os, sys
@@ -36,7 +38,7 @@ def learner_folder(tmp_path, monkeypatch):
 
 
 def forked_module(folder):
-    learner = client.LearnerModule(folder, "l00_probe", Limits(call_seconds=5))
+    learner = learner_module.LearnerModule(folder, "l00_probe", Limits(call_seconds=5))
     assert learner.workers[0].forked, "this process's workers should come from its zygote"
     return learner
 

@@ -19,15 +19,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from course import bench, progress, state
-from course import workspace as ws
-from course.catalog import load_catalog
-from course.engine import pictures
+from course.bench import run as bench
+from course.content.catalog import load_catalog
+from course.engine.pictures import load as pictures
 from course.render import bench as render_bench
-from course.render import maps as render_maps
+from course.render import pictures as render_maps
 from course.render import screens as render
 from course.render.lessons import lesson_list
-from course.session import Session, open_session
+from course.workspace import actions as progress
+from course.workspace import folder as ws
+from course.workspace import state
+from course.workspace.session import Session, open_session
 
 REPO = Path(__file__).resolve().parent.parent
 

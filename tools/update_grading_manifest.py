@@ -1,5 +1,5 @@
-"""Record the grading tests as pristine: writes course/grading_manifest.json (hashes) and
-course/grading_pristine.zip (their bytes). Run it after changing anything in tests/lessons/;
+"""Record the grading tests as pristine: writes course/content/grading_manifest.json (hashes) and
+course/content/grading_pristine.zip (their bytes). Run it after changing anything in tests/lessons/;
 tests/test_integrity.py fails until you do.
 
     python tools/update_grading_manifest.py

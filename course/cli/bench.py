@@ -22,13 +22,13 @@ def bench(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Time your function of a passed lesson (6, 8, 9, 13) against the reference and PyTorch."""
-    from course import bench as service
+    from course.bench import run
 
     session = open_session(workspace)
     try:
-        report = service.run_bench(session, lesson_named(session.catalog, lesson), sizes)
-    except service.BenchProblem as problem:  # exit 2 for a usage error, 1 for a refusal
-        fail(str(problem), 2 if isinstance(problem, service.BadSizes) else 1)
+        report = run.run_bench(session, lesson_named(session.catalog, lesson), sizes)
+    except run.BenchProblem as problem:  # exit 2 for a usage error, 1 for a refusal
+        fail(str(problem), 2 if isinstance(problem, run.BadSizes) else 1)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:

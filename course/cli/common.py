@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from course.catalog import Catalog, Lesson
-    from course.session import Session
+    from course.content.catalog import Catalog, Lesson
+    from course.workspace.session import Session
 
 
 def console() -> Console:
@@ -45,12 +45,11 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def open_session(workspace: str | None, create: bool = False) -> Session:
     """The learner's workspace and progress, or a one-line failure saying how to get one."""
-    from course import session
-    from course import workspace as ws
+    from course.workspace import folder, session
 
     try:
         return session.open_session(workspace, create=create)
-    except ws.WorkspaceProblem as problem:
+    except folder.WorkspaceProblem as problem:
         fail(str(problem))
 
 

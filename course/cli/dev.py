@@ -28,12 +28,12 @@ RootOption = Annotated[
 
 
 def _clone(root: Path | None, command: str) -> Path:
-    from course.instructor import devcheck
+    from course.devcheck import check as devcheck
 
     folder = (root or devcheck.REPO).resolve()
-    if not (folder / "course" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
+    if not (folder / "course" / "content" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
         fail(
-            f"{folder} is not a clone of the course repository (no course/catalog.toml and "
+            f"{folder} is not a clone of the course repository (no course/content/catalog.toml and "
             f"lessons/ there): `course dev {command}` works on the course's sources, so run it from "
             "a clone or pass --root."
         )
@@ -48,7 +48,7 @@ def check(
     ] = False,
 ) -> None:
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
-    from course.instructor import devcheck
+    from course.devcheck import check as devcheck
 
     folder = _clone(root, "check")
     started = time.monotonic()
@@ -68,8 +68,8 @@ def check(
 def skeletons(root: RootOption = None) -> None:
     """Write each lesson's skeleton in lessons/ from its solution (the solution regions become
     `raise NotImplementedError`); lists the files it changed."""
-    from course.instructor import source_checks
-    from course.lesson_source import LessonSourceError
+    from course.content.lesson_source import LessonSourceError
+    from course.devcheck import sources as source_checks
 
     folder = _clone(root, "skeletons")
     try:

@@ -15,13 +15,13 @@ from course.cli.common import lesson_or_current, open_session, show
 TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
 
 if TYPE_CHECKING:
-    from course import prefetch
+    from course.workspace import prefetch
 
 
 def next_(workspace: str | None = None, fresh: bool = False) -> None:
     """Check the current lesson; when it passes, move on to the next one."""
-    from course import progress
     from course.render import screens
+    from course.workspace import actions as progress
 
     session = open_session(workspace, create=True)
     show(screens.next_screen(progress.next_step(session, fresh), session))
@@ -39,7 +39,7 @@ def check(
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
     passed, 1 when not."""
     started = None if debug else _start_early(lesson, all_, workspace, fresh)
-    from course import progress
+    from course.workspace import actions as progress
 
     session = open_session(workspace)
     if debug:
@@ -69,7 +69,7 @@ def check(
         )
         found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
         if found is not None:
-            from course.render import maps  # imports numpy: only when there is a picture
+            from course.render import pictures as maps  # imports numpy: only when there is a picture
 
             show(maps.diagnosis(found))
     raise SystemExit(0 if passed else 1)
@@ -79,19 +79,18 @@ def _start_early(
     lesson: str | None, all_: bool, workspace: str | None, fresh: bool
 ) -> prefetch.Started | None:
     """The grading of the named lesson (or of every one) started before the rest of the
-    command loads (``course.prefetch``); None when the workspace or the lesson is not known
+    command loads (``course.workspace.prefetch``); None when the workspace or the lesson is not known
     yet: the usual path then finds them, or says why it cannot."""
     if lesson is None and not all_:
         return None  # the current lesson: known from the progress state
-    from course import prefetch
-    from course import workspace as ws
-    from course.catalog import load_catalog
+    from course.content.catalog import load_catalog
+    from course.workspace import folder, prefetch
 
     try:
-        found = ws.find(workspace)
+        found = folder.find(workspace)
         catalog = load_catalog()
         chosen = catalog.available() if all_ else (catalog.resolve_available(str(lesson)),)
-    except (ws.WorkspaceProblem, LookupError, OSError):
+    except (folder.WorkspaceProblem, LookupError, OSError):
         return None
     return prefetch.start(chosen, found.root, fresh) if found is not None else None
 

@@ -28,7 +28,7 @@ def submit(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Grade your lesson files and pack them, with the results, into a zip to hand in."""
-    from course.instructor import submissions
+    from course.instructor.classroom import submissions
 
     session = open_session(workspace)
     who = submissions.learner_name(name)
@@ -88,8 +88,8 @@ def grade(
     ] = False,
 ) -> None:
     """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
-    from course.catalog import load_catalog
-    from course.instructor import exports, gradebook
+    from course.content.catalog import load_catalog
+    from course.instructor.classroom import exports, gradebook
 
     if not submissions_dir.is_dir():
         fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
@@ -147,8 +147,8 @@ def classroom(
 ) -> None:
     """Write a GitHub Classroom autograding configuration: one test per lesson."""
     from course import __version__
-    from course.catalog import load_catalog
-    from course.instructor import exports, gradebook
+    from course.content.catalog import load_catalog
+    from course.instructor.classroom import exports, gradebook
 
     if folder.exists() and not folder.is_dir():
         fail(f"{folder} exists and is not a folder.")

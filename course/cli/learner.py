@@ -25,12 +25,11 @@ def init(
     directory: Annotated[Path, typer.Argument(help="Where to create it.")] = Path("workspace"),
 ) -> None:
     """Create a workspace with a fresh copy of every lesson file."""
-    from course import session
-    from course import workspace as ws
+    from course.workspace import folder, session
 
     try:
         created, added = session.init_workspace(directory)
-    except ws.WorkspaceProblem as problem:
+    except folder.WorkspaceProblem as problem:
         fail(str(problem))
     names = ", ".join(p.name for p in added) or "none (every lesson file was already there)"
     show(
@@ -93,13 +92,13 @@ def show_(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
-    from course import progress
-    from course.render import lessons, maps
+    from course.render import lessons, pictures
+    from course.workspace import actions as progress
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
     if attention_map:
-        show(maps.maps_screen(progress.attention_maps(session, chosen)))
+        show(pictures.maps_screen(progress.attention_maps(session, chosen)))
     else:
         from course.cli.reference import terms_of
         from course.render.glossary import lesson_terms
@@ -113,8 +112,8 @@ def hint(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Reveal the next hint for an exercise (hints already seen are shown again)."""
-    from course import progress
     from course.render import lessons
+    from course.workspace import actions as progress
 
     session = open_session(workspace)
     chosen = lesson_or_current(session, lesson)
@@ -126,7 +125,7 @@ def hint(
 
 def reset(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
     """Restore a lesson file to its fresh skeleton; your version is kept as a backup."""
-    from course import progress
+    from course.workspace import actions as progress
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
@@ -150,8 +149,8 @@ def solution(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Show the reference solution of a lesson you have passed."""
-    from course import progress
     from course.render import lessons
+    from course.workspace import actions as progress
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)

@@ -31,7 +31,7 @@ def notebooks(
     """Build each lesson's notebooks: student (skeleton and test cells; runs without the course,
     as a class release), instructor (nbgrader source format with solutions) and solved (the
     instructor notebook executed). Grade submitted notebooks with `course grade`."""
-    from course.catalog import load_catalog
+    from course.content.catalog import load_catalog
 
     catalog = load_catalog()
     lessons = [lesson_named(catalog, lesson)] if lesson else list(catalog.available())
@@ -42,10 +42,10 @@ def notebooks(
             f"Building notebooks needs {', '.join(absent)}: `pip install {' '.join(absent)}` "
             "(or `--no-execute` to skip the solved set, which needs a Jupyter kernel)."
         )
-    from course.instructor import notebooks as nb
+    from course.instructor.notebooks import build
 
     try:
-        written = nb.generate(
+        written = build.generate(
             out_dir,
             lessons,
             catalog,
@@ -53,7 +53,7 @@ def notebooks(
             timeout=timeout,
             progress=lambda path: show(f"wrote {path}"),
         )
-    except nb.NotebookError as problem:
+    except build.NotebookError as problem:
         fail(f"Notebook generation stopped: {problem}", 1)
     sets = "student/, instructor/ and solved/" if execute else "student/ and instructor/"
     show(f"{len(written)} notebooks for {len(lessons)} lesson(s) in {out_dir}/ ({sets}).")

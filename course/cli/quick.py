@@ -46,7 +46,7 @@ WORKSPACE = ("--workspace", "-w")
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """``(command, keyword arguments)`` for argv in a form recognised here, else None. An
     option left out is left out (the function's default; the workspace falls back to
-    COURSE_WORKSPACE in ``course.workspace.find``, as typer's envvar would give it)."""
+    COURSE_WORKSPACE in ``course.workspace.folder.find``, as typer's envvar would give it)."""
     if not argv or argv[0] not in COMMANDS or _completing():
         return None
     flags, takes_lesson = COMMANDS[argv[0]]

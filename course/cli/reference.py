@@ -1,4 +1,4 @@
-"""`course glossary [TERM]` and `course faq`: the course's own glossary (course/glossary.toml).
+"""`course glossary [TERM]` and `course faq`: the course's own glossary (course/content/glossary.toml).
 
 They need no workspace: the glossary is course data. A term is found case-insensitively, by
 its name or an alias; a typo gets the closest names suggested.
@@ -13,11 +13,11 @@ import typer
 from course.cli.common import fail, show
 
 if TYPE_CHECKING:
-    from course.glossary import Glossary, Term
+    from course.content.glossary import Glossary, Term
 
 
 def _glossary() -> Glossary:
-    from course.glossary import GlossaryError, load_glossary
+    from course.content.glossary import GlossaryError, load_glossary
 
     try:
         return load_glossary()
@@ -28,7 +28,7 @@ def _glossary() -> Glossary:
 def terms_of(lesson_id: str) -> list[Term]:
     """The glossary terms computed or measured in a lesson; none when the glossary is unusable
     (a lesson's screen never fails for it)."""
-    from course.glossary import GlossaryError, load_glossary
+    from course.content.glossary import GlossaryError, load_glossary
 
     try:
         return load_glossary().terms_of(lesson_id)
@@ -40,7 +40,7 @@ def glossary(
     term: Annotated[str | None, typer.Argument(help="A term or alias, e.g. GQA. Default: list them.")] = None,
 ) -> None:
     """The course's glossary: every term, or one term with its numbers, lessons and sources."""
-    from course.catalog import load_catalog
+    from course.content.catalog import load_catalog
     from course.render import glossary as render
 
     found = _glossary()
@@ -56,7 +56,7 @@ def glossary(
 
 def faq() -> None:
     """Common questions about multi-head attention, answered with numbers you compute."""
-    from course.catalog import load_catalog
+    from course.content.catalog import load_catalog
     from course.render import glossary as render
 
     show(render.faq_screen(_glossary(), load_catalog()))

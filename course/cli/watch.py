@@ -1,4 +1,4 @@
-"""`course watch`: re-check the current lesson on every save (the loop is in course/watch.py)."""
+"""`course watch`: re-check the current lesson on every save (the loop is in course/workspace/watch.py)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,9 @@ def watch(
             "`course watch` needs a terminal: it redraws the screen and reads keys. In a "
             "script or a pipe, use `course check`."
         )
-    from course import progress
-    from course import watch as watcher
-    from course.render import basics, lessons
-    from course.render import screens as render
+    from course.render import basics, lessons, screens
+    from course.workspace import actions as progress
+    from course.workspace import watch as watcher
 
     session = open_session(workspace, create=True)
     out = console()
@@ -37,7 +36,7 @@ def watch(
         if regrade:
             view["result"] = progress.check(session, view["lesson"])
         out.clear()
-        out.print(render.watch_screen(view["lesson"], view["result"], session, extra))
+        out.print(screens.watch_screen(view["lesson"], view["result"], session, extra))
 
     def on_key(key: str) -> bool:
         if key == "q":

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
-from course.catalog import UnknownLesson, load_catalog
-from course.engine.runner import grade
+from course.content.catalog import UnknownLesson, load_catalog
+from course.engine.grading.runner import grade
 
 
 def main(argv: list[str]) -> int:

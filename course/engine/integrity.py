@@ -1,7 +1,7 @@
 """The grading tests are checked against a manifest of hashes before every check.
 
-``course/grading_manifest.json`` holds the sha256 of every file of the grading folder, and
-``course/grading_pristine.zip`` their original bytes; both are written by
+``course/content/grading_manifest.json`` holds the sha256 of every file of the grading folder, and
+``course/content/grading_pristine.zip`` their original bytes; both are written by
 ``tools/update_grading_manifest.py`` (the project's tests fail while they are out of date). When
 a file on this machine differs, the check says so and grades with the pristine copy instead, so
 an edited test cannot turn a failure into a pass.
@@ -17,9 +17,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import resources
+from course.content import resources
 
-MANIFEST = Path(__file__).resolve().parents[1] / "grading_manifest.json"
+MANIFEST = resources.CONTENT_DIR / "grading_manifest.json"
 PRISTINE = MANIFEST.with_name("grading_pristine.zip")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 
-from course.engine import upstream
+from course.engine.calls import upstream
 
 PASSED = "passed"
 FAILED = "failed"

@@ -14,8 +14,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from course.catalog import Lesson
-    from course.session import Session
+    from course.content.catalog import Lesson
+    from course.workspace.session import Session
 
 STYLE = {
     "passed": "green",

@@ -8,8 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from course.bench import BenchReport
-from course.bench_advice import FULL, TORCH, Row
+from course.bench.advice import FULL, TORCH, Row
+from course.bench.run import BenchReport
 
 
 def _megabytes(peak: int | None) -> str:

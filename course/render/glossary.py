@@ -13,8 +13,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from course.catalog import Catalog
-from course.glossary import Answer, Entry, Glossary, Term
+from course.content.catalog import Catalog
+from course.content.glossary import Answer, Entry, Glossary, Term
 
 
 def _places(entry: Entry, catalog: Catalog) -> list[str]:

@@ -17,9 +17,9 @@ from rich.text import Text
 from course.render.basics import lesson_heading, notices, status
 
 if TYPE_CHECKING:
-    from course.catalog import Catalog, Lesson
-    from course.progress import HintReveal
-    from course.session import Session
+    from course.content.catalog import Catalog, Lesson
+    from course.workspace.actions import HintReveal
+    from course.workspace.session import Session
 
 
 def intro(lesson: Lesson, session: Session) -> RenderableType:

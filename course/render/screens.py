@@ -21,10 +21,10 @@ from course.render.basics import STYLE, check_title, lesson_heading, notices, pl
 from course.render.lessons import finish, intro, welcome
 
 if TYPE_CHECKING:
-    from course.catalog import Lesson
+    from course.content.catalog import Lesson
     from course.engine.results import CheckResult, LessonResult
-    from course.progress import NextStep
-    from course.session import Session
+    from course.workspace.actions import NextStep
+    from course.workspace.session import Session
 
 
 def result_screen(

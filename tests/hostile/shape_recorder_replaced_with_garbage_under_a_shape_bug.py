@@ -27,7 +27,7 @@ GARBAGE = [
     [["linear"]],
 ] + [{"function": "linear", "args": [], "result": [[7, 3, 24]]}] * 3000
 
-worker = sys.modules.get("course.engine.worker")
+worker = sys.modules.get("course.engine.sandbox.worker.main")
 if worker is not None:
 
     def _record_lesson_calls(module, source_dir, trace):

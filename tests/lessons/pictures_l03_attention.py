@@ -1,7 +1,9 @@
-"""Pictures of lesson 3 (read by course.engine.pictures): the learner's attention weights from
+"""Pictures of lesson 3 (read by course.engine.pictures.load): the learner's attention weights from
 scaled_dot_product_attention on the engine's example, beside trusted ones."""
 
-from course.engine import maps
+from course.engine.testing import (
+    maps,
+)
 
 
 def learner(module, e):

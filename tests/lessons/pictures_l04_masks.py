@@ -1,10 +1,12 @@
-"""Pictures of lesson 4 (read by course.engine.pictures): trusted attention under the learner's
+"""Pictures of lesson 4 (read by course.engine.pictures.load): trusted attention under the learner's
 causal_mask, beside the same attention under the right mask."""
 
 import numpy as np
 
-from course.engine import maps
-from course.engine.learner_errors import LearnerError
+from course.engine.testing import (
+    LearnerError,
+    maps,
+)
 
 
 def learner(module, e):

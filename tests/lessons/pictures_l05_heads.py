@@ -1,11 +1,14 @@
-"""Pictures of lesson 5 (read by course.engine.pictures): the trusted four-head pipeline with the
+"""Pictures of lesson 5 (read by course.engine.pictures.load): the trusted four-head pipeline with the
 learner's split_heads (a split without its transpose shows in the maps), and the shapes of
 split_heads and merge_heads on an example whose sizes all differ."""
 
 import numpy as np
 
-from course.engine import maps, shapes
-from course.engine.learner_errors import LearnerError
+from course.engine.testing import (
+    LearnerError,
+    maps,
+    shapes,
+)
 
 
 def learner(module, e):

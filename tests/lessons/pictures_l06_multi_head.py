@@ -1,8 +1,11 @@
-"""Pictures of lesson 6 (read by course.engine.pictures): the learner's multi_head_attention
+"""Pictures of lesson 6 (read by course.engine.pictures.load): the learner's multi_head_attention
 weights on the engine's example, and the shapes at every step of one call on an example whose
 sizes all differ (the calls it makes to the learner's earlier lessons are recorded)."""
 
-from course.engine import maps, shapes
+from course.engine.testing import (
+    maps,
+    shapes,
+)
 
 
 def learner(module, e):

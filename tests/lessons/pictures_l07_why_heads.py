@@ -1,11 +1,15 @@
-"""Pictures of lesson 7 (read by course.engine.pictures): the learner's hand-built two-head
+"""Pictures of lesson 7 (read by course.engine.pictures.load): the learner's hand-built two-head
 layer on the engine's sentence (head 0 should look one token back, head 1 two back), and the
 shapes of the weights two_head_weights builds (D = 2 (V + L) = 22 for V = 5 words, L = 6)."""
 
 import numpy as np
 
-from course.engine import maps, shapes
-from course.engine.learner_errors import LearnerError, LearnerProblem
+from course.engine.testing import (
+    LearnerError,
+    LearnerProblem,
+    maps,
+    shapes,
+)
 
 V, L = len(maps.VOCABULARY), maps.T
 

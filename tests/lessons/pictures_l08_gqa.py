@@ -1,8 +1,11 @@
-"""Pictures of lesson 8 (read by course.engine.pictures): the learner's grouped_query_attention
+"""Pictures of lesson 8 (read by course.engine.pictures.load): the learner's grouped_query_attention
 weights with four query heads over two key/value heads (and which one each reads), and the
 shapes at every step of one call on an example whose sizes all differ."""
 
-from course.engine import maps, shapes
+from course.engine.testing import (
+    maps,
+    shapes,
+)
 
 
 def learner(module, e):

@@ -1,12 +1,15 @@
-"""Pictures of lesson 9 (read by course.engine.pictures): the sentence decoded token by token
+"""Pictures of lesson 9 (read by course.engine.pictures.load): the sentence decoded token by token
 with the learner's decode_step, each new query's weights read off the key cache it returned
 (four query heads over two key/value heads), and the shapes at every step of one decode step on
 an example whose sizes all differ."""
 
 import numpy as np
 
-from course.engine import maps, shapes
-from course.engine.learner_errors import LearnerError
+from course.engine.testing import (
+    LearnerError,
+    maps,
+    shapes,
+)
 
 
 def decoded_weights(e, step):

@@ -1,4 +1,4 @@
-"""Pictures of lesson 10 (read by course.engine.pictures): every head of every layer of the
+"""Pictures of lesson 10 (read by course.engine.pictures.load): every head of every layer of the
 shipped tiny model on one sequence with a copied segment, run through the learner's
 tiny_model_weights, each map labelled with the role and confidence the learner's classify_heads
 and head_confidence measure on a batch of task sequences; then a table of the learner's numbers,
@@ -14,8 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from course import tiny_model
-from course.engine.figures import HeadGrid, NumberTable
-from course.engine.learner_errors import DependencyNotReady, LearnerError, NotStarted
+from course.engine.testing import (
+    DependencyNotReady,
+    HeadGrid,
+    LearnerError,
+    NotStarted,
+    NumberTable,
+)
 
 # One sequence of 10 tokens (narrow enough for 4 maps in 100 columns) in which tokens 1..4 come
 # back at 5..8: in the copy, a layer-1 copy head looks at the token after the earlier occurrence

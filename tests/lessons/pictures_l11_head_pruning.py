@@ -1,4 +1,4 @@
-"""Pictures of lesson 11 (read by course.engine.pictures): the learner's own functions measure the
+"""Pictures of lesson 11 (read by course.engine.pictures.load): the learner's own functions measure the
 SHIPPED tiny model on a fixed batch of the copy task: each head's ablation cost and normalised
 importance side by side, and the accuracy as heads are pruned in the importance order and in the
 ablation order. The numbers come from the learner's worker; this module only checks their shapes
@@ -7,9 +7,12 @@ and ranks them."""
 import numpy as np
 
 from course import tiny_model
-from course.engine import client
-from course.engine.figures import LineChart, NumberTable
-from course.engine.learner_errors import LearnerError
+from course.engine.testing import (
+    LearnerError,
+    LearnerModule,
+    LineChart,
+    NumberTable,
+)
 
 SEQUENCES, SEED = 300, 2019  # a fixed batch of the copy task, not the card's evaluation set
 
@@ -46,7 +49,7 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return 1.0 - 6.0 * float(np.sum(d**2)) / (n * (n**2 - 1))
 
 
-def figures(module: client.LearnerModule) -> list:
+def figures(module: LearnerModule) -> list:
     """Ablation cost, importance and two pruning curves of the tiny model, by the learner's code."""
     model = tiny_model.load()
     n_layers, n_heads = len(model["layers"]), tiny_model.config()["n_heads"]

@@ -1,4 +1,4 @@
-"""Pictures of lesson 12 (read by course.engine.pictures): the engine's sentence through an MHA
+"""Pictures of lesson 12 (read by course.engine.pictures.load): the engine's sentence through an MHA
 layer of four heads converted by the learner's mean_pool_kv_heads to two key/value heads (each
 query head's weights, with the key/value head it reads), and the conversion table of the shipped
 tiny model measured with the learner's conversion_table: error, loss and accuracy per method and
@@ -13,9 +13,12 @@ from importlib import resources
 import numpy as np
 
 from course import tiny_model
-from course.engine import maps
-from course.engine.figures import LineChart, NumberTable
-from course.engine.learner_errors import LearnerError
+from course.engine.testing import (
+    LearnerError,
+    LineChart,
+    NumberTable,
+    maps,
+)
 
 HEADS, KV_HEADS = 4, 2
 METHODS = ("mean", "first", "random", "modulo")

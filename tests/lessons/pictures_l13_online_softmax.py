@@ -1,4 +1,4 @@
-"""Pictures of lesson 13 (read by course.engine.pictures): the peak memory of the learner's
+"""Pictures of lesson 13 (read by course.engine.pictures.load): the peak memory of the learner's
 online_softmax_attention beside that of their lesson 3 scaled_dot_product_attention (which the
 lesson file imports), both measured by the grader from outside the process that runs them
 (`module.measure`), at T = 256 queries and a growing number of keys S.
@@ -8,8 +8,11 @@ that draw maps)."""
 
 import numpy as np
 
-from course.engine.figures import LineChart, NumberTable
-from course.engine.learner_errors import LearnerProblem
+from course.engine.testing import (
+    LearnerProblem,
+    LineChart,
+    NumberTable,
+)
 
 T, D = 256, 4  # queries, head width (= value width)
 KEYS = (1_024, 2_048, 4_096, 8_192, 16_384)  # S: the (T, S) float64 scores are 2 to 32 MiB

@@ -8,7 +8,13 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.testing import Mistake, check_array, check_not_modified, exercise, hand_checked
+from course.engine.testing import (
+    Mistake,
+    check_array,
+    check_not_modified,
+    exercise,
+    hand_checked,
+)
 
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
 

@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
 from course.engine.testing import (
     KnownMistake,
+    LearnerError,
     Mistake,
     check_array,
     check_not_modified,

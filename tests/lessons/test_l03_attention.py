@@ -13,7 +13,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.memo import remembered
 from course.engine.testing import (
     Mistake,
     check_array,
@@ -21,6 +20,7 @@ from course.engine.testing import (
     check_tuple,
     exercise,
     hand_checked,
+    remembered,
 )
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7

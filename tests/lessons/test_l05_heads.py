@@ -11,8 +11,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.testing import Mistake, check_array, check_not_modified, exercise, hand_checked
+from course.engine.testing import (
+    LearnerError,
+    Mistake,
+    check_array,
+    check_not_modified,
+    exercise,
+    hand_checked,
+)
 
 B, T, H, K = 2, 3, 4, 5
 D = H * K

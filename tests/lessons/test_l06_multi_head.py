@@ -22,7 +22,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -31,6 +30,7 @@ from course.engine.testing import (
     check_tuple,
     exercise,
     hand_checked,
+    remembered,
 )
 
 B, T, S, H, K = 2, 3, 5, 4, 6

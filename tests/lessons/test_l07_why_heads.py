@@ -20,9 +20,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.memo import remembered
-from course.engine.testing import KnownMistake, Mistake, check_scalar, exercise, hand_checked
+from course.engine.testing import (
+    KnownMistake,
+    LearnerError,
+    Mistake,
+    check_scalar,
+    exercise,
+    hand_checked,
+    remembered,
+)
 
 TOL = 1e-9  # largest error allowed at a graded position: SCORE = 50 gives about 1e-21
 FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded

@@ -23,10 +23,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
+    LearnerError,
     Mistake,
     check_array,
     check_not_modified,
@@ -34,6 +33,7 @@ from course.engine.testing import (
     check_tuple,
     exercise,
     hand_checked,
+    remembered,
 )
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7

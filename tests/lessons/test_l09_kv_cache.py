@@ -20,8 +20,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.memo import remembered
-from course.engine.testing import KnownMistake, Mistake, check_array, check_tuple, exercise, hand_checked
+from course.engine.testing import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_tuple,
+    exercise,
+    hand_checked,
+    remembered,
+)
 
 B, H, G, K = 2, 4, 2, 3
 D = H * K  # 12

@@ -25,15 +25,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
+    LearnerError,
     Mistake,
     check_array,
     check_not_modified,
     exercise,
     hand_checked,
+    remembered,
 )
 
 B, H, T, S = 2, 3, 5, 7

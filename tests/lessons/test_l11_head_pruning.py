@@ -25,7 +25,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
     Mistake,
@@ -34,6 +33,7 @@ from course.engine.testing import (
     check_tuple,
     exercise,
     hand_checked,
+    remembered,
 )
 
 # attention sizes

@@ -31,15 +31,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.memo import remembered
 from course.engine.testing import (
     KnownMistake,
+    LearnerError,
     Mistake,
     check_array,
     check_not_modified,
     exercise,
     hand_checked,
+    remembered,
 )
 
 D, H, K = 5, 6, 4  # a layer: model width, heads, head width (H*K = 24 columns)

@@ -25,9 +25,16 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course.engine.learner_errors import LearnerError
-from course.engine.memo import remembered
-from course.engine.testing import KnownMistake, Mistake, check_array, check_peak_below, exercise, hand_checked
+from course.engine.testing import (
+    KnownMistake,
+    LearnerError,
+    Mistake,
+    check_array,
+    check_peak_below,
+    exercise,
+    hand_checked,
+    remembered,
+)
 
 B, H, T, S, K, KV = 2, 3, 5, 11, 4, 6
 BLOCKS = (1, 3, 4, 11, 64)  # 11 keys: 11 x 1, 3+3+3+2, 4+4+3, one full block, one short block

@@ -1,0 +1,1 @@
+"""`course bench`: the learner's code timed beside numpy and PyTorch references."""

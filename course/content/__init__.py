@@ -1,0 +1,1 @@
+"""The course's data (catalog, glossary, misconceptions, the grading manifest) and their readers."""

@@ -1,0 +1,1 @@
+"""`course dev check`: the course's consistency check for its maintainers."""

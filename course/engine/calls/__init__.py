@@ -1,0 +1,1 @@
+"""The grader's proxy of a learner's module: calls, replies, measured calls and errors."""

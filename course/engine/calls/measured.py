@@ -1,0 +1,157 @@
+"""Memory measured by the grader: the measured call, what it gives back, and the baseline it counts from.
+
+``client.LearnerModule.measure`` hands over to ``measure_call``, which runs a call in a worker of
+its own and reads that worker's peak resident memory from the kernel. The peak is counted above
+a blank worker's, started the same way (``blank_resident``): numpy loaded, nothing of the
+learner's. Kept apart from the ordinary call path (``client``), which it uses only through the
+methods ``_Measurable`` names; the debug run's stand-in (``debug.InProcessModule.measure``)
+returns the same ``Measurement`` without the worker machinery.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from course.engine.calls.errors import LearnerError
+from course.engine.sandbox.landlock import landlock_abi
+from course.engine.sandbox.limits import Limits
+from course.engine.sandbox.process import Worker
+from course.engine.wire import messages
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One call measured by the grader (``client.LearnerModule.measure``): what it returned, the peak
+    of the worker's resident memory during the call above a blank worker's (numpy loaded,
+    nothing of the learner's), and the wall time from sending the call to reading its reply."""
+
+    result: Any
+    peak_bytes: int
+    seconds: float
+
+
+_BLANK_RESIDENT: dict[tuple[int, bool], int] = {}  # (memory limit, forked) -> resident size
+
+
+def blank_resident(limits: Limits, forked: bool) -> int | None:
+    """The resident memory of a measured worker that imported an empty module, started as
+    ``forked`` says (by the zygote, else exec'd): what a measurement in a worker started that
+    way is counted from. Measured once per grading process and kind, in a worker of its own;
+    None when a worker of that kind cannot be had now (no zygote)."""
+    key = (limits.memory_bytes, forked)
+    if key not in _BLANK_RESIDENT:
+        folder = Path(tempfile.mkdtemp(prefix="course-blank-"))
+        (folder / "course_blank.py").write_text("", encoding="utf-8")
+        worker = Worker(folder, measured=True, may_fork=forked)
+        try:
+            if worker.forked != forked:
+                return None
+            worker.load(folder, "course_blank", limits)
+            if not worker.wait_imported(time.monotonic() + 30).get("ok"):
+                raise RuntimeError("the grader could not start a worker to measure memory")
+            _BLANK_RESIDENT[key] = worker.memory()[0]
+        except (EOFError, TimeoutError, OSError, messages.ProtocolError) as problem:
+            raise RuntimeError(
+                f"the grader could not start a worker to measure memory: {problem!r}"
+            ) from None
+        finally:
+            worker.kill()
+            worker.close_files()
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    return _BLANK_RESIDENT[key]
+
+
+class _Measurable(Protocol):
+    """What ``measure_call`` uses of a ``client.LearnerModule`` (client imports this module,
+    not the reverse)."""
+
+    limits: Limits
+    scratch: Path
+    _worker: Worker | None
+    _meter: Worker | None
+
+    def start(self, spare: Worker | None = None) -> Worker: ...
+
+    def import_report(self) -> dict: ...
+
+    def _retire(self, worker: Worker) -> None: ...
+
+    def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any: ...
+
+
+def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> Measurement:
+    """Call ``name(*args, **kwargs)`` in a worker of its own whose memory the grader reads
+    from the kernel, never from the worker: the high-water mark of its resident memory is
+    reset (``/proc/<pid>/clear_refs``) just before the call and read (``VmHWM``) just after
+    the reply. That worker may not start other processes (its keeper forbids fork and
+    exec), so everything the learner's code holds is in that one figure. ``peak_bytes``
+    counts from a blank worker's resident size, so it includes what the learner's module
+    keeps between calls and the call's inputs; see ``testing.check_peak_below``.
+
+    Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
+    (no Landlock, so learner code could reset the mark itself)."""
+    usual = module._worker
+    meter = module._meter if module._meter is not None and module._meter.running() else None
+    if meter is None:
+        # The blank figure is taken before the meter is told to load: its import's time limit
+        # counts from then (``Worker.loaded_at``), not while a blank worker starts beside it.
+        meter = Worker(module.scratch, measured=True)
+        blank = blank_resident(module.limits, meter.forked)
+        if blank is None:  # forked, and no blank forked worker can be had now: exec both
+            meter.kill()
+            meter.close_files()
+            meter = Worker(module.scratch, measured=True, may_fork=False)
+            blank = blank_resident(module.limits, False)
+        module.start(meter)  # loaded as any worker is
+    else:
+        blank = blank_resident(module.limits, meter.forked)
+    assert blank is not None  # an exec'd worker is always exec'd, and its figure taken
+    module._worker = meter
+    try:
+        report = module.import_report()
+        # The worker's report can say it is not confined, never that it is: its claim is
+        # written after the learner's module ran, so the kernel is asked here too.
+        if report.get("ok") and not (report.get("sandbox") and landlock_abi() > 0):
+            raise RuntimeError(
+                "Memory cannot be measured on this machine: its Linux kernel has no Landlock, "
+                "without which the code measured could reset its own measurement."
+            )
+        if module._worker is meter:  # else the import failed and call() raises for it
+            try:
+                meter.reset_peak()
+            except OSError:
+                module._retire(meter)
+                raise LearnerError(
+                    f"The grader could not measure the memory of {name}: the process running "
+                    "your code no longer lets it (did your code change its own process "
+                    "settings, e.g. with prctl?)."
+                ) from None
+        start = time.monotonic()
+        try:
+            result = module.call(name, args, kwargs)
+        except LearnerError as problem:
+            if problem.kind in ("PermissionError", "BlockingIOError") and "not permitted" in problem.text:
+                raise LearnerError(
+                    f"{problem}\n(While its memory is measured, {name} may not start other "
+                    "processes: compute the result in the function itself.)",
+                    {"type": problem.kind, "message": problem.text},
+                ) from None
+            raise
+        seconds = time.monotonic() - start
+        if module._worker is not meter:
+            raise LearnerError(f"The process running {name} ended before its memory could be read.")
+        try:
+            _, peak = meter.memory()
+        except OSError:
+            module._retire(meter)
+            raise LearnerError(f"The process running {name} ended before its memory could be read.") from None
+        return Measurement(result, max(0, peak - blank), seconds)
+    finally:
+        module._meter = module._worker if module._worker is meter else None
+        module._worker = usual if usual is not None and usual is not meter else None

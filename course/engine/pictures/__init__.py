@@ -1,0 +1,1 @@
+"""What a lesson's pictures are made of: attention maps, shape traces and figures, as data."""

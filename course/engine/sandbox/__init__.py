@@ -1,0 +1,1 @@
+"""Where learner code runs and what confines it."""

@@ -1,0 +1,1 @@
+"""The code inside the confined worker process."""

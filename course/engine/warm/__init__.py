@@ -1,0 +1,1 @@
+"""The warm grader: a server that keeps the grading imports loaded, and its client."""

@@ -1,0 +1,1 @@
+"""Grading a class: submission bundles, the gradebook, its exports and similarity flags."""

@@ -1,0 +1,286 @@
+"""Grade a class's bundles as a stream: each grading process opens bundles a few ahead, loads
+their lesson modules in workers of their own at once, and grades whichever is ready first.
+
+A class's grade used to wait, lesson after lesson, for each module's import, and a module that
+loops at import holds the grader for the whole import limit. Here a grading process (one per
+core, forked from the warm process that counted the points) takes bundles from a shared counter
+(``Shared``) while fewer than ``window`` lesson modules are loading or loaded ahead of it; each
+lesson of a taken bundle gets a worker that starts importing at once (``Ahead``). The grades run
+in one pytest session (``engine.one_session``), and the next one is always a module whose import
+is over: finished, or past its limit. So one module's endless import costs its own limit in the
+background while the others are graded.
+
+The import limit is the same as in any check, counted from when the worker was told to load:
+a module whose import was seen finished before its limit is graded with that import; one seen
+unfinished after its limit is graded as over it (``LearnerModule.expire_import``); one whose
+import ended unseen, between two looks, is loaded again and waited for, as a check waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import select
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+from course.content.catalog import load_catalog
+from course.engine.calls.learner_module import LearnerModule
+from course.engine.grading import one_session
+from course.engine.grading.report import oversized_file_result
+from course.engine.results import LessonResult
+from course.engine.sandbox import landlock
+from course.instructor.classroom import similarity
+from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
+
+GRADED, REFUSED, CRASHED, MISSING = "graded", "refused", "grader-failed", "missing"
+
+_GRADED_BEFORE: dict[str, dict] = {}  # content digest -> a lesson's row entry (one grading process)
+
+
+class Shared:
+    """A counter every forked grading process shares: the index of the next bundle to take."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._next = multiprocessing.get_context("fork").Value("l", 0)
+
+    def take(self) -> int | None:
+        with self._next.get_lock():
+            index = self._next.value
+            if index >= self.count:
+                return None
+            self._next.value = index + 1
+            return index
+
+
+AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
+
+
+def window_for(lessons: int, processes: int) -> int:
+    """How many lesson modules one of ``processes`` grading processes keeps loaded ahead: those
+    of three bundles (at least 6), fewer when many processes share the machine (each holds a
+    worker of about 17 MB), never fewer than one bundle's and one more."""
+    return max(lessons + 1, min(max(6, 3 * lessons), AHEAD_IN_ALL // processes))
+
+
+class _Bundle:
+    """A bundle being graded: its row, its folder, and how many of its lessons are pending."""
+
+    def __init__(self, index: int, row: dict, folder: Path) -> None:
+        self.index, self.row, self.folder = index, row, folder
+        self.pending = 0
+        self.claimed: dict | None = None  # what its result file says
+
+
+class Ahead:
+    """One grading process's bundles: taken, loaded ahead, graded as their imports settle.
+
+    ``take`` gives the next bundle's index in ``paths`` (None: no more); ``emit(index, row)``
+    receives each finished row. ``same``: a lesson whose files are byte for byte those of one
+    graded before in this process gets that grade again (only a grade another run would give
+    again: ``LessonResult.repeatable``). ``window``: how many lesson modules may be loading or
+    loaded ahead of their grades (default: ``window_for`` one process)."""
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        modules: Sequence[str],
+        take: Callable[[], int | None],
+        emit: Callable[[int, dict], None],
+        same: bool = False,
+        window: int | None = None,
+    ) -> None:
+        self.paths, self.modules, self.take, self.emit = paths, modules, take, emit
+        self.same = same
+        self.window = window or window_for(len(modules), 1)
+        self.catalog = load_catalog()
+        self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
+        self.units: list[one_session.Unit] = []  # loading or loaded, in the order taken
+        self.open: dict[int, _Bundle] = {}
+        self.exhausted = False
+
+    def run(self) -> None:
+        """Grade every bundle ``take`` gives; a bundle left unfinished (the session itself
+        failed) gets a row that says the grader failed."""
+        try:
+            if self.lessons:
+                one_session.grade_units(self.lessons, self.next_unit, self.done)
+            else:  # no lesson to grade: rows of the bundles' own problems only
+                while not self.exhausted:
+                    self._take_one()
+        finally:
+            for unit in self.units:
+                unit.learner.close()
+            for bundle in list(self.open.values()):
+                failed(bundle.row, "its grading session ended early")
+                self._finish(bundle)
+
+    # -- taking and loading ----------------------------------------------------------------
+    def _take_one(self) -> None:
+        index = self.take()
+        if index is None:
+            self.exhausted = True
+            return
+        path = Path(self.paths[index])
+        folder = Path(tempfile.mkdtemp(prefix="course-submission-"))
+        row = new_row(path.name)
+        bundle = _Bundle(index, row, folder)
+        self.open[index] = bundle
+        try:
+            self._open(bundle, path)
+        except Exception as error:  # the grader's own failure: reported, never fatal
+            failed(row, f"{type(error).__name__}: {str(error)[:200]}")
+            for unit in [unit for unit in self.units if _tag(unit)[0] is bundle]:
+                unit.learner.close()
+                self.units.remove(unit)
+            bundle.pending = 0
+        if bundle.pending == 0:
+            self._finish(bundle)
+
+    def _open(self, bundle: _Bundle, path: Path) -> None:
+        row = bundle.row
+        opened = open_bundle(path, bundle.folder, self.catalog)
+        claim = opened.claimed or {}
+        row["name"] = str(claim.get("name", ""))[:80]
+        row["course_version"] = str(claim.get("course_version", ""))[:40]
+        bundle.claimed = opened.claimed
+        if opened.refused:
+            row["outcome"] = REFUSED
+            row["problems"].append(opened.refused)
+            return
+        row["problems"] += opened.problems
+        row["fingerprints"] = similarity.fingerprints(opened.sources, self.lessons)  # before any code runs
+        for module in self.modules:
+            lesson = self.catalog.by_module(module)
+            row["lessons"][module] = None  # filled in as graded, in this order
+            if lesson is None or lesson.file_name not in opened.files:
+                row["lessons"][module] = _missing(module)
+                continue
+            digest = _content_digest(bundle.folder, module) if self.same else ""
+            if digest in _GRADED_BEFORE:
+                row["lessons"][module] = json.loads(json.dumps(_GRADED_BEFORE[digest]))
+                continue
+            oversized = oversized_file_result(lesson, bundle.folder)
+            if oversized is not None:
+                row["lessons"][module] = _entry(oversized)
+                continue
+            self.units.append(
+                one_session.Unit(lesson, bundle.folder, _sealed(bundle.folder, module), tag=(bundle, digest))
+            )
+            bundle.pending += 1
+
+    # -- choosing the next grade -------------------------------------------------------------
+    def next_unit(self) -> one_session.Unit | None:
+        """The first module (in the order taken) whose import is over; waits for one if none
+        is, and takes more bundles while fewer than ``window`` modules are ahead."""
+        while True:
+            while not self.exhausted and len(self.units) < self.window:
+                self._take_one()
+            if not self.units:
+                return None
+            soonest = float("inf")
+            for unit in self.units:
+                worker = unit.learner.workers[-1]
+                assert worker.loaded_at is not None  # LearnerModule loads as it starts a worker
+                limit = worker.loaded_at + unit.learner.limits.import_seconds
+                before = time.monotonic()
+                settled = worker.import_settled()
+                after = time.monotonic()
+                if settled and after <= limit:
+                    return self._pop(unit)  # finished within its limit: graded with that import
+                if settled:  # ended unseen between two looks: when, nobody knows; load it again
+                    unit.learner.close()
+                    unit.learner = _sealed(unit.source_dir, unit.lesson.module)
+                    return self._pop(unit)  # its grade waits for the new import, as a check does
+                if before >= limit:
+                    unit.learner.expire_import()
+                    return self._pop(unit)
+                soonest = min(soonest, limit)
+            select.select(
+                [unit.learner.workers[-1] for unit in self.units],
+                [],
+                [],
+                max(0.0, soonest - time.monotonic()),
+            )
+
+    def _pop(self, unit: one_session.Unit) -> one_session.Unit:
+        self.units.remove(unit)
+        return unit
+
+    def done(self, unit: one_session.Unit, result: LessonResult | Exception) -> None:
+        bundle, digest = _tag(unit)
+        if isinstance(result, Exception):
+            failed(bundle.row, f"{type(result).__name__}: {str(result)[:200]}")
+            bundle.row["lessons"].pop(unit.lesson.module, None)
+        else:
+            entry = _entry(result)
+            bundle.row["lessons"][unit.lesson.module] = entry
+            if self.same and result.repeatable():
+                _GRADED_BEFORE[digest] = json.loads(json.dumps(entry))
+        bundle.pending -= 1
+        if bundle.pending == 0:
+            self._finish(bundle)
+
+    def _finish(self, bundle: _Bundle) -> None:
+        self.open.pop(bundle.index, None)
+        row = bundle.row
+        row["lessons"] = {module: entry for module, entry in row["lessons"].items() if entry is not None}
+        if row["outcome"] == GRADED:
+            row["problems"] += disagreements(bundle.claimed, row["lessons"])
+        shutil.rmtree(bundle.folder, ignore_errors=True)
+        self.emit(bundle.index, row)
+
+
+def new_row(file: str) -> dict:
+    """A gradebook row for the bundle ``file``, before anything of it is read."""
+    return {"file": file, "name": "", "course_version": "", "outcome": GRADED, "lessons": {}, "problems": []}
+
+
+def failed(row: dict, why: str) -> None:
+    """Mark ``row`` as one the grader itself failed on, saying ``why``."""
+    row["outcome"] = CRASHED
+    row["problems"].append(f"the grader failed on this bundle: {why}")
+
+
+def _sealed(folder: Path, module: str) -> LearnerModule:
+    """``module`` of a submission's ``folder``, loading at once in a worker that may read nothing
+    but its folder and the libraries (``landlock.readable_paths``)."""
+    return LearnerModule(folder, module, readable=landlock.readable_paths(folder))
+
+
+def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:
+    """The bundle a unit of this module belongs to, and its lesson's content digest."""
+    return cast("tuple[_Bundle, str]", unit.tag)
+
+
+def _entry(result: LessonResult) -> dict:
+    full = result.to_dict()
+    full["output"] = full["output"][-500:]
+    return dict(lesson_summary(result), result=full)
+
+
+def _missing(module: str) -> dict:
+    return {
+        "lesson": module,
+        "status": MISSING,
+        "points": 0,
+        "max_points": 0,
+        "exercises": [],
+        "result": None,
+    }
+
+
+def _content_digest(folder: Path, module: str) -> str:
+    """What a sealed grade of ``module`` in ``folder`` depends on besides the course: the
+    bytes of every file there (a bundle's folder holds only its lesson files)."""
+    digest = hashlib.sha256(f"{module}\0".encode())
+    for path in sorted(folder.iterdir()):
+        digest.update(f"{path.name}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
+    return digest.hexdigest()

@@ -1,0 +1,255 @@
+"""Grade a folder of submission bundles in parallel and write the gradebook (CSV) and a report.
+
+Bundles are graded by forked grading processes, one per core, that take them from a shared
+counter (``class_stream``: each bundle opened into its own temporary folder, its lesson files
+loaded ahead in the engine's sandboxed workers and graded in one pytest session per process).
+A bad bundle becomes a row with its problem; a bundle whose process died is graded again once
+by a new one. Grading never stops early. Notebook submissions go through a pool of forked
+processes, one submission per task (``notebook_grading``). Once every submission is graded,
+files that are the same code as a reference solution or as another bundle's (up to formatting
+and comments) are flagged on their rows (``similarity``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from course import __version__
+from course.content.catalog import Lesson
+from course.engine.grading import forked
+from course.instructor.classroom import class_stream, similarity
+
+if TYPE_CHECKING:
+    from course.instructor.classroom.notebook_submissions import NotebookSubmission
+
+
+def submissions_in(folder: Path) -> int:
+    """How many submissions ``folder`` holds: bundles, else notebook submissions."""
+    from course.instructor.classroom import notebook_submissions as notebook_grading
+
+    return len(bundles_in(folder)) or len(notebook_grading.submissions_in(folder))
+
+
+def bundles_in(folder: Path) -> list[Path]:
+    """The ``*.zip`` files of ``folder`` (not hidden), sorted by name."""
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.suffix.lower() == ".zip" and not p.name.startswith(".") and not p.is_dir()
+    )
+
+
+def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
+    """Each lesson's number of checks, counted by grading its reference solution (else its
+    pristine skeleton): this also fills the grading process's remembered oracles and property
+    examples (``course.engine.testing.memo``, ``course.engine.grading.replay``) before the pool forks from it,
+    as the warm grader's warm-up does."""
+    from course.engine.grading.runner import grade
+
+    counts = {}
+    for lesson in lessons:
+        result = grade(lesson, lesson.reference.parent)
+        counts[lesson.module] = sum(len(e.checks) for e in result.exercises)
+    return counts
+
+
+def grade_bundle(path: str, modules: Sequence[str], same: bool = False) -> dict:
+    """One gradebook row (with full results) for one bundle, graded in this process as a
+    class's grading process grades each of its bundles (``class_stream``). ``same``: a lesson
+    whose files are byte for byte those of a bundle graded before here gets that grade again."""
+    rows: list[dict] = []
+    take_once = partial(next, iter([0]), None)  # this bundle's index, then None
+    class_stream.Ahead([path], modules, take_once, lambda index, row: rows.append(row), same=same).run()
+    return rows[0]
+
+
+@dataclass
+class Report:
+    rows: list[dict]
+    max_points: dict[str, int]
+    workers: int
+    seconds: float
+
+
+def grade_folder(
+    folder: Path,
+    lessons: Sequence[Lesson],
+    workers: int | None = None,
+    on_row: Callable[[dict, int, int], None] | None = None,
+    same: bool = True,
+) -> Report:
+    """Grade every submission of ``folder`` (its bundles, else its notebooks: ``notebook_grading``)
+    with ``workers`` processes (default: the cores). ``same``: lesson files of bundles identical
+    to ones graded before in the same grading process get that grade again; False grades
+    every bundle in full."""
+    from course.instructor.classroom import notebook_submissions as notebook_grading
+
+    started = time.monotonic()
+    workers = max(1, workers or os.cpu_count() or 1)
+    modules = [lesson.module for lesson in lessons]
+    paths = [str(path) for path in bundles_in(folder)]
+    # Counting the points grades each solution here first: the grading processes, forked from
+    # this one, start with pytest, hypothesis, numpy, the grading tests and what they remember
+    # already loaded.
+    points = max_points(lessons)
+    if paths:
+        rows = _grade_bundles(paths, modules, workers, same, on_row)
+        ordered = [rows[path] for path in paths]
+    else:
+        jobs = {found.key: found for found in notebook_grading.submissions_in(folder)}
+        rows = _grade_notebooks(jobs, modules, workers, on_row)
+        ordered = [rows[key] for key in jobs]
+    similarity.flag(ordered, lessons)
+    return Report(ordered, points, workers, time.monotonic() - started)
+
+
+def _grade_bundles(
+    paths: list[str],
+    modules: list[str],
+    workers: int,
+    same: bool,
+    on_row: Callable[[dict, int, int], None] | None,
+) -> dict[str, dict]:
+    """Every bundle's row, graded by ``workers`` forked processes (``class_stream``). A
+    bundle whose row never came (its process died, with every bundle it had taken) is graded
+    again once, by a process of its own: a bundle that kills its grader twice takes no other
+    bundle's grade with it."""
+    rows: dict[str, dict] = {}
+
+    def arrived(path: str, row: dict) -> None:
+        rows[path] = row
+        if on_row:
+            on_row(row, len(rows), len(paths))
+
+    _one_round(paths, modules, min(workers, len(paths)), same, arrived)
+    for path in [path for path in paths if path not in rows]:
+        _one_round([path], modules, 1, same, arrived)
+        if path not in rows:
+            arrived(path, _crashed(path, "a grading process died twice on this submission"))
+    return rows
+
+
+def _one_round(
+    paths: list[str], modules: list[str], processes: int, same: bool, arrived: Callable[[str, dict], None]
+) -> None:
+    """Grade ``paths`` in ``processes`` forked grading processes sharing one counter; each
+    sends its rows back as they are finished (``engine.forked``)."""
+    shared = class_stream.Shared(len(paths))
+    window = class_stream.window_for(len(modules), processes)
+
+    def grade_taken(send: forked.Send) -> None:
+        def emit(index: int, row: dict) -> None:
+            send([index, row])
+
+        class_stream.Ahead(paths, modules, shared.take, emit, same=same, window=window).run()
+
+    def received(value: object) -> None:
+        if isinstance(value, list) and len(value) == 2:
+            index, row = value
+            if isinstance(index, int) and 0 <= index < len(paths) and isinstance(row, dict):
+                arrived(paths[index], row)
+
+    forked.fork_each(processes, grade_taken, received)
+
+
+def _grade_notebooks(
+    jobs: dict[str, NotebookSubmission],
+    modules: list[str],
+    workers: int,
+    on_row: Callable[[dict, int, int], None] | None,
+) -> dict[str, dict]:
+    from course.instructor.classroom import notebook_submissions as notebook_grading
+
+    rows: dict[str, dict] = {}
+    attempts = dict.fromkeys(jobs, 0)
+    pending = list(jobs)
+    while pending:
+        forked = multiprocessing.get_context("fork")  # warm copies of this process (see above)
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=forked) as pool:
+            grade = notebook_grading.grade_submission
+            futures = {pool.submit(grade, jobs[key], modules): key for key in pending}
+            pending = []
+            while futures:
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in done:
+                    key = futures.pop(future)
+                    try:
+                        rows[key] = future.result()
+                    except BrokenProcessPool:  # a pool process died: retry once in a new pool
+                        attempts[key] += 1
+                        if attempts[key] < 2:
+                            pending.append(key)
+                            continue
+                        rows[key] = _crashed(key, "a grading process died twice on this submission")
+                    except Exception as error:
+                        rows[key] = _crashed(key, f"{type(error).__name__}: {error}")
+                    if on_row:
+                        on_row(rows[key], len(rows), len(jobs))
+    return rows
+
+
+def _crashed(path: str, why: str) -> dict:
+    row = class_stream.new_row(Path(path).name)
+    class_stream.failed(row, why)
+    return row
+
+
+def total(row: dict) -> int:
+    return sum(entry["points"] for entry in row["lessons"].values())
+
+
+def spreadsheet_cell(value: object) -> object:
+    """Text from a bundle cannot start a spreadsheet formula (=, +, -, @): it gets a quote."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def write_csv(report: Report, out: Path) -> None:
+    """One row per submission: file, name, version, outcome, per lesson status and points,
+    total, maximum and problems (joined with " | "). Text cells never start a formula."""
+    modules = list(report.max_points)
+    header = ["file", "name", "course_version", "outcome"]
+    for module in modules:
+        header += [f"{module} status", f"{module} points (of {report.max_points[module]})"]
+    header += ["total", "max_total", "problems"]
+    most = sum(report.max_points.values())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in report.rows:
+            cells = [row["file"], row["name"], row["course_version"], row["outcome"]]
+            for module in modules:
+                entry = row["lessons"].get(module)
+                cells += [entry["status"], entry["points"]] if entry else ["", 0]
+            cells += [total(row), most, " | ".join(row["problems"])]
+            writer.writerow([spreadsheet_cell(cell) for cell in cells])
+
+
+def report_dict(report: Report) -> dict:
+    return {
+        "course_version": __version__,
+        "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "workers": report.workers,
+        "seconds": round(report.seconds, 2),
+        "max_points": report.max_points,
+        "submissions": [dict(row, total=total(row)) for row in report.rows],
+    }
+
+
+def write_json(report: Report, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report_dict(report), indent=2) + "\n", encoding="utf-8")

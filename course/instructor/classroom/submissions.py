@@ -1,0 +1,302 @@
+"""Submission bundles: what `course submit` writes and what `course grade` opens, defensively.
+
+A bundle is a zip holding the learner's lesson files (only the catalog's lesson modules found in
+the workspace, at the top level) and ``result.json``: the learner's own grading at submission
+time (per lesson and exercise: status and points), the course version, the sha256 of each file,
+the UTC time and the learner's name. The instructor never trusts ``result.json``: `course grade`
+re-grades the files and reports where the claim and the re-grade disagree.
+
+Points: one point per passed check; a lesson's (and an exercise's) maximum is its number of
+checks. Opening a bundle refuses anything an honest `course submit` never writes: not a zip,
+truncated or failing its checksums, more than ``MAX_MEMBERS`` members or ``MAX_TOTAL_BYTES``
+uncompressed (zip bombs), names with ``..``, absolute paths, backslashes or links. Unknown
+members are reported and never extracted (a ``numpy.py`` must not shadow numpy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from course import __version__
+from course.content.catalog import Catalog, Lesson
+from course.engine.results import PASSED, LessonResult
+
+RESULT_FILE = "result.json"
+SCHEMA = 1
+POINTS_RULE = "1 point per passed check; a lesson's maximum is its number of checks"
+MAX_MEMBERS = 32
+MAX_FILE_BYTES = 1024**2
+MAX_TOTAL_BYTES = 4 * 1024**2
+
+Grader = Callable[[Lesson, Path], LessonResult]
+
+
+class SubmissionProblem(Exception):
+    """Nothing to submit, or the bundle cannot be written; the message says what to do."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def points(result: LessonResult) -> tuple[int, int]:
+    """(points, maximum) of a graded lesson: passed checks, all checks."""
+    checks = [check for exercise in result.exercises for check in exercise.checks]
+    return sum(check.status == PASSED for check in checks), len(checks)
+
+
+def lesson_summary(result: LessonResult) -> dict:
+    """A lesson's entry in ``result.json`` and in the gradebook report."""
+    got, most = points(result)
+    exercises = [
+        {
+            "name": e.name,
+            "status": e.status,
+            "points": sum(c.status == PASSED for c in e.checks),
+            "max_points": len(e.checks),
+        }
+        for e in result.exercises
+    ]
+    return {
+        "lesson": result.lesson,
+        "status": result.status,
+        "points": got,
+        "max_points": most,
+        "exercises": exercises,
+    }
+
+
+def learner_name(explicit: str | None = None) -> str:
+    """--name, else $USER, else the login name, else "unknown"."""
+    if explicit and explicit.strip():
+        return explicit.strip()
+    if os.environ.get("USER"):
+        return os.environ["USER"]
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # no user database entry in some containers
+        return "unknown"
+
+
+def lesson_files(folder: Path, catalog: Catalog) -> list[Lesson]:
+    """The catalog's lessons whose file is in ``folder``, in catalog order."""
+    return [lesson for lesson in catalog.lessons if (folder / lesson.file_name).is_file()]
+
+
+def build_bundle(
+    folder: Path,
+    out: Path,
+    catalog: Catalog,
+    name: str,
+    grade: Grader | None = None,
+    lessons: Iterable[Lesson] | None = None,
+) -> dict:
+    """Grade the lesson files of ``folder`` and write them with ``result.json`` to the zip
+    ``out``; returns the result payload. ``lessons`` limits which lessons go in."""
+    if grade is None:
+        from course.engine.grading import runner
+
+        grade = runner.grade
+    chosen = lesson_files(folder, catalog)
+    if lessons is not None:
+        wanted = {lesson.module for lesson in lessons}
+        chosen = [lesson for lesson in chosen if lesson.module in wanted]
+    if not chosen:
+        raise SubmissionProblem(
+            f"No lesson files in {folder}: nothing to submit. Run `course submit` "
+            "in your workspace (or pass --workspace DIR)."
+        )
+    contents = {lesson.file_name: (folder / lesson.file_name).read_bytes() for lesson in chosen}
+    summaries = [lesson_summary(grade(lesson, folder)) for lesson in chosen]
+    payload = {
+        "schema": SCHEMA,
+        "course": catalog.title,
+        "course_version": __version__,
+        "name": name,
+        "submitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "points_rule": POINTS_RULE,
+        "files": {file: sha256(data) for file, data in contents.items()},
+        "lessons": summaries,
+        "total_points": sum(s["points"] for s in summaries),
+        "max_points": sum(s["max_points"] for s in summaries),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for file, data in contents.items():
+                bundle.writestr(file, data)
+            bundle.writestr(RESULT_FILE, json.dumps(payload, indent=2) + "\n")
+        partial.replace(out)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise SubmissionProblem(f"Could not write {out}: {error.strerror or error}.") from None
+    return payload
+
+
+# -- opening a bundle ---------------------------------------------------------------------------
+@dataclass
+class Opened:
+    """What a bundle held once opened into a folder. ``refused`` says why nothing was graded."""
+
+    files: dict[str, str] = field(default_factory=dict)  # lesson file name -> sha256
+    sources: dict[str, bytes] = field(default_factory=dict)  # lesson file name -> its bytes
+    claimed: dict | None = None  # the parsed result.json, untrusted
+    problems: list[str] = field(default_factory=list)
+    refused: str = ""
+
+
+def _unsafe(info: zipfile.ZipInfo) -> str:
+    name = info.filename
+    mode = info.external_attr >> 16
+    if (
+        "\\" in name
+        or name.startswith("/")
+        or PurePosixPath(name).is_absolute()
+        or (len(name) > 1 and name[1] == ":")
+    ):
+        return f"absolute or Windows path {name!r}"
+    if ".." in PurePosixPath(name).parts:
+        return f"path traversal {name!r}"
+    if stat.S_ISLNK(mode):
+        return f"symbolic link {name!r}"
+    return ""
+
+
+def _read(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes, never more than its capped declared size (checksums verified)."""
+    with archive.open(info) as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise zipfile.BadZipFile(f"{info.filename} is larger than declared")
+    return data
+
+
+def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
+    """Check ``path`` and extract its lesson files into ``into``; never raises for a bad
+    bundle (the problem is on ``refused`` or ``problems``)."""
+    opened = Opened()
+    known = {lesson.file_name for lesson in catalog.lessons}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+            if len(infos) > MAX_MEMBERS:
+                opened.refused = f"refused: {len(infos)} members (at most {MAX_MEMBERS})"
+                return opened
+            total = sum(info.file_size for info in infos)
+            if total > MAX_TOTAL_BYTES or any(i.file_size > MAX_FILE_BYTES for i in infos):
+                opened.refused = (
+                    f"refused: {total} bytes uncompressed (at most {MAX_TOTAL_BYTES}, "
+                    f"{MAX_FILE_BYTES} per file): a zip bomb?"
+                )
+                return opened
+            unsafe = [reason for reason in map(_unsafe, infos) if reason]
+            if unsafe:
+                opened.refused = "refused: unsafe member name: " + "; ".join(unsafe[:3])
+                return opened
+            names = [info.filename for info in infos]
+            if len(set(names)) != len(names):
+                opened.refused = "refused: the same member name appears twice"
+                return opened
+            extra = [n for n in names if n not in known and n != RESULT_FILE and not n.endswith("/")]
+            if extra:
+                opened.problems.append(
+                    "extra files ignored: "
+                    + ", ".join(sorted(extra)[:5])
+                    + (" ..." if len(extra) > 5 else "")
+                )
+            for info in infos:
+                if info.filename in known:
+                    data = _read(archive, info)
+                    (into / info.filename).write_bytes(data)
+                    opened.files[info.filename] = sha256(data)
+                    opened.sources[info.filename] = data
+                elif info.filename == RESULT_FILE:
+                    opened.claimed = _parse_claim(_read(archive, info), opened.problems)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+    ) as error:
+        # not a zip, truncated, bad CRC or deflate data, unsupported compression, encrypted
+        opened.refused = f"refused: not a readable zip file ({_short(error)})"
+        opened.files.clear()
+        opened.sources.clear()
+        return opened
+    if RESULT_FILE not in names:
+        opened.problems.append(f"no {RESULT_FILE} (not made by `course submit`?)")
+    if not opened.files:
+        opened.problems.append("no lesson files in the bundle")
+    _check_claim_header(opened, catalog)
+    return opened
+
+
+def _short(error: BaseException) -> str:
+    return (str(error) or type(error).__name__).splitlines()[0][:120]
+
+
+def _parse_claim(data: bytes, problems: list[str]) -> dict | None:
+    try:
+        claim = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        problems.append(f"{RESULT_FILE} is not valid JSON")
+        return None
+    if not isinstance(claim, dict):
+        problems.append(f"{RESULT_FILE} is not a JSON object")
+        return None
+    return claim
+
+
+def _check_claim_header(opened: Opened, catalog: Catalog) -> None:
+    claim = opened.claimed
+    if claim is None:
+        return
+    version = claim.get("course_version")
+    if version != __version__:
+        opened.problems.append(f"made with course version {version!r}, graded with {__version__}")
+    if claim.get("course") not in (None, catalog.title):
+        opened.problems.append(f"made for another course ({str(claim.get('course'))[:60]!r})")
+    files = claim.get("files")
+    hashes: dict = files if isinstance(files, dict) else {}
+    changed = [f for f, digest in opened.files.items() if hashes.get(f) != digest]
+    if changed:
+        opened.problems.append("sha256 in result.json does not match: " + ", ".join(changed))
+
+
+def disagreements(claim: dict | None, regraded: dict[str, dict]) -> list[str]:
+    """Where ``result.json`` claims another status or score than the re-grade found."""
+    if not claim or not isinstance(claim.get("lessons"), list):
+        return []
+    found = []
+    for entry in claim["lessons"]:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("lesson"), str)
+            or entry["lesson"] not in regraded
+        ):
+            continue
+        actual = regraded[entry["lesson"]]
+        if (entry.get("status"), entry.get("points")) != (actual["status"], actual["points"]):
+            found.append(
+                f"result.json claims {entry['lesson']} {str(entry.get('status'))[:20]} "
+                f"{str(entry.get('points'))[:10]} points; re-graded {actual['status']} "
+                f"{actual['points']}/{actual['max_points']}"
+            )
+    return found

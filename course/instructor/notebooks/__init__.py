@@ -1,0 +1,1 @@
+"""Jupyter notebooks built from the lessons: student, instructor and solution versions."""

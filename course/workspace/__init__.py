@@ -1,0 +1,1 @@
+"""The learner's folder and what the commands do there."""
