@@ -309,7 +309,7 @@ def test_a_measured_call_counts_what_it_allocates_not_library_pages_it_runs(tmp_
         x = np.random.default_rng(0).standard_normal((64, 64))
         routines = learner.measure("many_routines", x)
         held = learner.measure("hold", 2**20)
-        assert isinstance(learner._meter.process, processes._ForkedKeeper) is forked
+        assert isinstance(learner.meter.process, processes._ForkedKeeper) is forked
     finally:
         learner.close()
     mib = 2**20

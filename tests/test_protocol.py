@@ -111,14 +111,14 @@ def outcome(check, kind, shape):
 )
 @pytest.mark.parametrize("kind", ["<f8", "f8", "<U3", "O", "nonsense"])
 def test_a_remembered_array_description_gets_the_answer_it_would_get_afresh(kind, shape):
-    checks._checked_array("<f8", [2, 3])  # remembered, as any accepted description is
+    checks.checked_array("<f8", [2, 3])  # remembered, as any accepted description is
     for _ in range(2):
-        assert outcome(checks._checked_array, kind, shape) == outcome(checks._check_array, kind, shape)
+        assert outcome(checks.checked_array, kind, shape) == outcome(checks._check_array, kind, shape)
 
 
 def test_the_remembered_array_descriptions_are_bounded():
     for n in range(2 * checks._CHECKED_MAX):
-        checks._checked_array("<i4", [n])
+        checks.checked_array("<i4", [n])
     assert len(checks._CHECKED) <= checks._CHECKED_MAX
 
 

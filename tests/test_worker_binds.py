@@ -1,4 +1,4 @@
-"""The worker's fast signature check (``worker._binds``) says a call binds only when
+"""The worker's fast signature check (``signatures.binds``) says a call binds only when
 ``inspect.Signature.bind`` would, so a mismatch is never sent on as a TypeError from the call."""
 
 import functools
@@ -56,7 +56,7 @@ def test_the_fast_check_agrees_with_inspect_over_every_kind_of_signature_and_cal
         exec(f"def f({params}):\n    pass\n", namespace)
         function = namespace["f"]
         for args, kwargs in calls:
-            expected, fast = binds(function, args, kwargs), worker._binds(function, args, kwargs)
+            expected, fast = binds(function, args, kwargs), worker.binds(function, args, kwargs)
             assert not fast or expected, (params, args, kwargs)  # never a wrong "binds"
             if expected and not fast:  # unsure only of a positional-only name passed by keyword
                 assert {"p0", "p1"} & set(kwargs), (params, args, kwargs)
@@ -103,7 +103,7 @@ class Thing:
     ids=["wrapped", "__signature__", "odd defaults", "partial", "method", "builtin", "class", "print"],
 )
 def test_anything_but_a_plain_function_is_left_to_inspect(function):
-    assert not worker._binds(function, (1,), {})
+    assert not worker.binds(function, (1,), {})
 
 
 def test_parameters_an_inner_function_captures_are_read_like_any_other():
@@ -112,4 +112,4 @@ def test_parameters_an_inner_function_captures_are_read_like_any_other():
         return lambda: (a, d, e, x)
 
     for args, kwargs in [((1,), {"d": 2}), ((1, 2, 3), {"d": 2, "z": 0}), ((), {"a": 1, "d": 2}), ((1,), {})]:
-        assert worker._binds(f, args, kwargs) == binds(f, args, kwargs)
+        assert worker.binds(f, args, kwargs) == binds(f, args, kwargs)

@@ -1,5 +1,5 @@
 """The import report names exactly the modules whose file is in the learner's folder
-(``worker._lesson_modules``), however their ``__file__`` is written."""
+(``lessons.lesson_modules``), however their ``__file__`` is written."""
 
 import os
 import sys
@@ -37,7 +37,7 @@ def test_the_report_names_the_folders_modules_however_their_path_is_written(tmp_
     modules("fake_nested", str(folder / "deeper" / "fake_nested.py"))
     modules("fake_relative", "lessons/fake_relative.py")
 
-    found = worker._lesson_modules(folder)
+    found = worker.lesson_modules(folder)
 
     assert [name for name in found if name.startswith("fake_")] == [
         "fake_dotted",
@@ -49,7 +49,7 @@ def test_the_report_names_the_folders_modules_however_their_path_is_written(tmp_
 def test_the_report_of_a_folder_at_the_root_names_its_modules(modules):
     modules("fake_at_root", os.sep + "fake_at_root.py")
 
-    assert "fake_at_root" in worker._lesson_modules(Path(os.sep))
+    assert "fake_at_root" in worker.lesson_modules(Path(os.sep))
 
 
 def test_seccomp_programs_made_ahead_by_a_zygote_are_those_a_keeper_would_make():

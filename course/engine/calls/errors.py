@@ -2,10 +2,8 @@
 error becomes one of them, in the learner's own terms.
 
 The worker describes what went wrong on its side as plain data (the exception's type, message
-and frames; see ``call_checks.check_reply`` for what is accepted); ``problem_for`` turns that into
+and frames; see ``replies.check_reply`` for what is accepted); ``problem_for`` turns that into
 the exception the grading test sees, and the reporting plugin turns the exception into a status.
-Kept apart from the call path (``client``): code that only names these exceptions (the debug
-run, most pictures modules, the bench's timed rows) does not import the machinery that raises them.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Grading tests never touch learner code directly. They call ``lesson.linear(x, w, b)`` on a
 ``LearnerModule``; the call travels to a worker process as plain arrays and the answer comes back
-as plain arrays, or as one of the exceptions of ``learner_errors``, which the reporting plugin
-turns into a status. Every reply is checked before it is used (``call_checks``); a measured call
+as plain arrays, or as one of the exceptions of ``errors``, which the reporting plugin turns
+into a status. Every reply is checked before it is used (``replies``); a measured call
 (``LearnerModule.measure``) runs in a worker of its own (``measured``). A worker that hangs is
 killed with everything it started (by its keeper, see ``keeper``); the next call starts a fresh
 one. Nothing else of the caller's is touched: the caller is never made a subreaper, and only the
@@ -69,7 +69,7 @@ class LearnerModule:
     """The learner's module as the grading tests see it: ``lesson.softmax(x)``.
 
     After each call, ``mutated`` names the positional or keyword arguments whose arrays the
-    learner's code changed in place, as the grader read them back (see ``call_checks.SharedInputs``).
+    learner's code changed in place, as the grader read them back (see ``replies.SharedInputs``).
     """
 
     def __init__(
@@ -85,7 +85,7 @@ class LearnerModule:
         (and removed at close) by this module. ``lessons``: the module names that are lessons
         (default: the catalog's), each loaded only from ``source_dir/<name>.py``.
         ``readable``: the only paths its workers may read (a submission's, see
-        ``sandbox.readable_paths``); None: no such limit."""
+        ``landlock.readable_paths``); None: no such limit."""
         self.readable = list(readable) if readable is not None else None
         self.source_dir = Path(source_dir).resolve()
         self.module = module
@@ -94,13 +94,13 @@ class LearnerModule:
         self.scratch = spare[1] if spare else Path(tempfile.mkdtemp(prefix="course-"))
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.mutated: list[str] = []
-        self._meter: Worker | None = None  # the worker of measured calls (see ``measure``)
+        self.meter: Worker | None = None  # the worker of measured calls (see ``measure``)
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
         # Functions not called again in this grade, and what their calls raise instead: one
         # went over its time limit, or ended the worker's process (it would most likely again).
         self.not_again: dict[str, tuple[type[LearnerProblem], str]] = {}
         self.workers: list[Worker] = []
-        self._worker: Worker | None = None
+        self.worker: Worker | None = None  # the worker calls go to (None: the next call starts one)
         self._expired: Worker | None = None  # see ``expire_import``
         self.start(spare[0] if spare else None)
 
@@ -111,7 +111,7 @@ class LearnerModule:
             spare.kill()
         worker = worker or Worker(self.scratch)
         worker.load(self.source_dir, self.module, self.limits, self.lessons, self.readable)
-        self._worker = worker
+        self.worker = worker
         self.workers.append(worker)
         return worker
 
@@ -119,7 +119,7 @@ class LearnerModule:
         """Its worker's import was seen unfinished after its time limit (by whoever loaded it
         ahead, see ``restart_clock``): ``import_report`` reports the time limit, even if the
         report arrives before it is asked for."""
-        self._expired = self._worker
+        self._expired = self.worker
 
     def restart_clock(self) -> None:
         """Start the whole check's time limit now: for a module loaded ahead of its grade (a
@@ -141,7 +141,7 @@ class LearnerModule:
 
     def import_report(self) -> dict:
         """Import the module (once per worker) and return the worker's report, or raise."""
-        worker = self._worker if self._worker and self._worker.running() else None
+        worker = self.worker if self.worker and self.worker.running() else None
         if worker is None:
             worker = self.start()
         # The import's time counts from when the worker was told to load (perhaps ahead of
@@ -155,30 +155,31 @@ class LearnerModule:
             return check_reply(worker.wait_imported(deadline), report=True)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
-            self._retire(worker)
+            self.retire(worker)
             raise LearnerTimeout(
                 f"Importing {self.module}.py took longer than "
                 f"{self.limits.import_seconds:g} s: is there a loop or a long "
                 f"computation at the top level of a file?{where}"
             ) from None
         except messages.ProtocolError as problem:
-            self._retire(worker)
+            self.retire(worker)
             raise LearnerError(
                 malformed_reply(problem) + " (This happened while the file was being imported.)"
             ) from None
         except EOFError:
             message = worker.death_message(self.source_dir, importing=True)
-            self._retire(worker)
+            self.retire(worker)
             raise LearnerError(message) from None
 
-    def _retire(self, worker: Worker) -> None:
+    def retire(self, worker: Worker) -> None:
+        """Kill ``worker``; if calls went to it, the next call starts another."""
         worker.kill()
-        if self._worker is worker:
-            self._worker = None
+        if self.worker is worker:
+            self.worker = None
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any:
         """``name(*args, **kwargs)`` run by the worker: its result, decoded and checked, or one of
-        ``learner_errors``' exceptions. ``trace``: also record the calls it makes to earlier
+        the exceptions of ``errors``. ``trace``: also record the calls it makes to earlier
         lessons (``self.trace``, for the shape trace)."""
         if name in self.not_again:
             kind, message = self.not_again[name]
@@ -186,7 +187,7 @@ class LearnerModule:
         report = self.import_report()
         if not report.get("ok"):
             raise ImportFailed(format_learner_error(report["error"]), report["error"])
-        worker = self._worker
+        worker = self.worker
         assert worker is not None
         arrays: list[np.ndarray] = []
         labels: list[str] = []
@@ -216,7 +217,7 @@ class LearnerModule:
             check_reply(response)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
-            self._retire(worker)
+            self.retire(worker)
             self.not_again[name] = (
                 LearnerTimeout,
                 f"Not run: an earlier call to {name} went over the {self.limits.call_seconds:g} s limit.",
@@ -226,11 +227,11 @@ class LearnerModule:
                 f" look for a loop that never ends.{where}"
             ) from None
         except messages.ProtocolError as problem:
-            self._retire(worker)
+            self.retire(worker)
             raise LearnerError(malformed_reply(problem)) from None
         except (EOFError, BrokenPipeError):
             message = worker.death_message(self.source_dir)
-            self._retire(worker)
+            self.retire(worker)
             self.not_again[name] = (
                 LearnerError,
                 f"Not run: an earlier call to {name} ended the Python process running your code"
@@ -254,7 +255,7 @@ class LearnerModule:
         try:
             return messages.decode(response.get("result"), out)
         except messages.ProtocolError as problem:
-            self._retire(worker)
+            self.retire(worker)
             raise LearnerError(malformed_reply(problem)) from None
 
     def output(self, limit: int = 2000) -> str:

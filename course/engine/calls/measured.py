@@ -1,11 +1,10 @@
 """Memory measured by the grader: the measured call, what it gives back, and the baseline it counts from.
 
-``client.LearnerModule.measure`` hands over to ``measure_call``, which runs a call in a worker of
-its own and reads that worker's peak resident memory from the kernel. The peak is counted above
-a blank worker's, started the same way (``blank_resident``): numpy loaded, nothing of the
-learner's. Kept apart from the ordinary call path (``client``), which it uses only through the
-methods ``_Measurable`` names; the debug run's stand-in (``debug.InProcessModule.measure``)
-returns the same ``Measurement`` without the worker machinery.
+``learner_module.LearnerModule.measure`` hands over to ``measure_call``, which runs a call in a
+worker of its own and reads that worker's peak resident memory from the kernel. The peak is
+counted above a blank worker's, started the same way (``blank_resident``): numpy loaded, nothing
+of the learner's. The debug run's stand-in (``debug.InProcessModule.measure``) returns the same
+``Measurement`` without a worker.
 """
 
 from __future__ import annotations
@@ -25,9 +24,10 @@ from course.engine.wire import messages
 
 @dataclass(frozen=True)
 class Measurement:
-    """One call measured by the grader (``client.LearnerModule.measure``): what it returned, the peak
-    of the worker's resident memory during the call above a blank worker's (numpy loaded,
-    nothing of the learner's), and the wall time from sending the call to reading its reply."""
+    """One call measured by the grader (``learner_module.LearnerModule.measure``): what it
+    returned, the peak of the worker's resident memory during the call above a blank worker's
+    (numpy loaded, nothing of the learner's), and the wall time from sending the call to
+    reading its reply."""
 
     result: Any
     peak_bytes: int
@@ -68,19 +68,19 @@ def blank_resident(limits: Limits, forked: bool) -> int | None:
 
 
 class _Measurable(Protocol):
-    """What ``measure_call`` uses of a ``client.LearnerModule`` (client imports this module,
-    not the reverse)."""
+    """What ``measure_call`` uses of a ``learner_module.LearnerModule`` (not imported here: it
+    imports this module)."""
 
     limits: Limits
     scratch: Path
-    _worker: Worker | None
-    _meter: Worker | None
+    worker: Worker | None
+    meter: Worker | None
 
     def start(self, spare: Worker | None = None) -> Worker: ...
 
     def import_report(self) -> dict: ...
 
-    def _retire(self, worker: Worker) -> None: ...
+    def retire(self, worker: Worker) -> None: ...
 
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any: ...
 
@@ -96,8 +96,8 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
 
     Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
     (no Landlock, so learner code could reset the mark itself)."""
-    usual = module._worker
-    meter = module._meter if module._meter is not None and module._meter.running() else None
+    usual = module.worker
+    meter = module.meter if module.meter is not None and module.meter.running() else None
     if meter is None:
         # The blank figure is taken before the meter is told to load: its import's time limit
         # counts from then (``Worker.loaded_at``), not while a blank worker starts beside it.
@@ -112,7 +112,7 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
     else:
         blank = blank_resident(module.limits, meter.forked)
     assert blank is not None  # an exec'd worker is always exec'd, and its figure taken
-    module._worker = meter
+    module.worker = meter
     try:
         report = module.import_report()
         # The worker's report can say it is not confined, never that it is: its claim is
@@ -122,11 +122,11 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
                 "Memory cannot be measured on this machine: its Linux kernel has no Landlock, "
                 "without which the code measured could reset its own measurement."
             )
-        if module._worker is meter:  # else the import failed and call() raises for it
+        if module.worker is meter:  # else the import failed and call() raises for it
             try:
                 meter.reset_peak()
             except OSError:
-                module._retire(meter)
+                module.retire(meter)
                 raise LearnerError(
                     f"The grader could not measure the memory of {name}: the process running "
                     "your code no longer lets it (did your code change its own process "
@@ -144,14 +144,14 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
                 ) from None
             raise
         seconds = time.monotonic() - start
-        if module._worker is not meter:
+        if module.worker is not meter:
             raise LearnerError(f"The process running {name} ended before its memory could be read.")
         try:
             _, peak = meter.memory()
         except OSError:
-            module._retire(meter)
+            module.retire(meter)
             raise LearnerError(f"The process running {name} ended before its memory could be read.") from None
         return Measurement(result, max(0, peak - blank), seconds)
     finally:
-        module._meter = module._worker if module._worker is meter else None
-        module._worker = usual if usual is not None and usual is not meter else None
+        module.meter = module.worker if module.worker is meter else None
+        module.worker = usual if usual is not None and usual is not meter else None

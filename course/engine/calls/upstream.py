@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SHOWN_FRAMES = 3  # the learner's last frames that learner_errors.format_learner_error shows
+SHOWN_FRAMES = 3  # the learner's last frames that errors.format_learner_error shows
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 ``death_message`` says how the worker ended (a crash, with the learner's line where it crashed;
 a signal; an exit instead of a return); ``where_busy`` asks a worker that overran its time for a
 stack dump and names the learner's innermost line. Both read what the worker printed
-(faulthandler writes there). Apart from ``processes``, which starts and talks to workers:
-``Worker.death_message`` and ``Worker.where_busy`` hand over to these.
+(faulthandler writes there). ``process.Worker.death_message`` and ``process.Worker.where_busy``
+hand over to these.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Protocol
 
 
 class _Stopped(Protocol):
-    """What these read of a ``processes.Worker`` (not imported here: it imports this module)."""
+    """What these use of a ``process.Worker`` (not imported here: it imports this module)."""
 
     output: int  # what the worker printed: a file the grader keeps
-    _control: int  # the keeper's control pipe
 
     @property
     def pid(self) -> int | None: ...
@@ -29,6 +28,8 @@ class _Stopped(Protocol):
     def exit_code(self, timeout: float = 5.0) -> int | None: ...
 
     def printed(self, offset: int, limit: int) -> bytes: ...
+
+    def ask_for_stack_dump(self) -> None: ...
 
 
 def death_message(worker: _Stopped, source_dir: Path | None = None, importing: bool = False) -> str:
@@ -70,10 +71,10 @@ def where_busy(worker: _Stopped, source_dir: Path) -> str:
     on SIGUSR1) and name the learner's innermost line, or '' if it cannot tell."""
     try:
         size = os.fstat(worker.output).st_size
-        os.write(worker._control, b"u")  # the keeper signals the worker: never a recycled pid
+        worker.ask_for_stack_dump()
     except OSError:
         return ""
-    deadline = time.monotonic() + 3.0  # a dump takes milliseconds; a loaded machine longer
+    deadline = time.monotonic() + 3.0  # generous: a loaded machine dumps slowly
     text = ""
     while time.monotonic() < deadline:
         time.sleep(0.02)

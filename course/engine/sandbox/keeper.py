@@ -1,11 +1,12 @@
 """The keeper: a tiny process between the grader and one worker, out of the learner's reach.
 
-``processes.Worker`` starts ``python -I -c`` with this module's ``main``. It makes itself a child
-subreaper (orphans of its descendants, such as a learner's double fork or ``setsid`` child, become
-its children instead of init's), then forks: the child becomes the worker (its own process group,
-``worker.main``) and the parent stays the keeper. The keeper never imports numpy nor anything of
-the learner's, and the worker confines itself with Landlock only after the fork, so learner code
-may not signal or trace the keeper (where the kernel supports signal scoping).
+``process.Worker`` starts ``python -I -c`` with this module's ``main`` (or the zygote forks one).
+It makes itself a child subreaper (orphans of its descendants, such as a learner's double fork or
+``setsid`` child, become its children instead of init's), then forks: the child becomes the
+worker (its own process group, ``worker.main``) and the parent stays the keeper. The keeper never
+imports numpy nor anything of the learner's, and the worker confines itself with Landlock only
+after the fork, so learner code may not signal or trace the keeper (where the kernel supports
+signal scoping).
 
 The keeper talks to the grader over two pipes:
 
@@ -20,20 +21,16 @@ When told to stop, or as soon as the worker ended, the keeper kills its whole su
 it has no child left (every descendant, orphans included, is in its subtree) and exits. So a
 check kills exactly what its workers started, and nothing of the caller's.
 
-Every worker, before anything of the learner's runs, installs a seccomp filter on its side of the
-fork (see ``seccomp_filter._install_filter``): it may create no socket of any family, so it talks
-to the grader through its pipes only and reaches neither the warm grader's socket nor the network.
-A worker started for measuring memory (a sixth argument ``measured``) may also start no other process:
-fork, vfork, clone without a shared address space, clone3 and exec are refused. Its threads
-share its memory, so the kernel's count of its resident memory (read by the grader in ``/proc``)
-is all the memory the learner's code can hold; and before the worker starts, every page of every
-file it has mapped is made resident, so that no measurement counts library pages
-(``_fault_in_mapped_files``).
+Its arguments: the request, response, control and status pipes, the call inputs' file (a memfd
+the grader made, see ``replies.SharedInputs``: only the worker keeps it), and ``measured`` for a
+worker whose memory the grader measures. Every worker installs the seccomp filter before anything
+of the learner's runs (``seccomp.install_filter``): it may create no socket, so it talks to the
+grader through its pipes only. A measured worker may also start no other process, so the kernel's
+count of its resident memory is all the memory the learner's code can hold, and every page of
+every file it has mapped is made resident before it starts (``_fault_in_mapped_files``), so that
+no measurement counts library pages.
 
-The fifth argument is the descriptor of the call inputs' file (a memfd the grader made, see
-``call_checks.SharedInputs``): only the worker keeps it.
-
-Standard library only, and nothing heavy before the fork: the worker start is on the critical
+Standard library only, and nothing heavy before the fork: a worker's start is on the critical
 path of a cold check.
 """
 
@@ -43,7 +40,7 @@ import ctypes
 import os
 import sys
 
-from course.engine.sandbox.seccomp import _install_filter, _libc
+from course.engine.sandbox import seccomp
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -51,20 +48,20 @@ _PR_SET_CHILD_SUBREAPER = 36
 def main(argv: list[str]) -> int:
     request_fd, response_fd, control_fd, status_fd, inputs_fd = (int(arg) for arg in argv[:5])
     measured = argv[5:6] == ["measured"]
-    if _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if seccomp.libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return 70  # no subreaper, no guarantee: refuse rather than leak escapees (EX_SOFTWARE)
     worker = os.fork()
     if worker == 0:
         os.close(control_fd)  # the learner must not read the grader's orders nor forge a status
         os.close(status_fd)
         os.setpgid(0, 0)
-        filtered = _install_filter(measured)
+        filtered = seccomp.install_filter(measured)
         if measured and not filtered:
             os._exit(71)  # no filter, no sound measurement: the grader says so (EX_OSERR)
         from course.engine.sandbox.worker.main import main as work
 
         if measured:
-            _fault_in_mapped_files(_libc())
+            _fault_in_mapped_files(seccomp.libc())
         return work([str(request_fd), str(response_fd), str(inputs_fd), "filtered" if filtered else ""])
     try:
         os.setpgid(worker, worker)  # also here, so the group exists whichever side runs first
@@ -116,7 +113,7 @@ def _report(status_fd: int, line: bytes) -> None:
 
 def _keep(worker: int, control_fd: int, status_fd: int) -> None:
     """Reap every child as it ends; return when told to stop or when the worker has ended."""
-    import _signal as signal  # not ``signal``: its enum classes cost milliseconds of start-up
+    import _signal as signal  # not ``signal``: its enum classes slow the keeper's start
     import select
 
     wake_read, wake_write = os.pipe()

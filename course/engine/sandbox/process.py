@@ -1,10 +1,9 @@
-"""Worker processes: start one blank, load a module into it, read its answers with a deadline,
+"""Worker processes: start one blank, load a module into it, read its replies with a deadline,
 find out where it is stuck or why it died, and kill it with everything it started (its keeper
 does that, see ``keeper``: only the worker's own subtree, never anything else of the caller's).
 
-``client.LearnerModule`` drives these; nothing here knows about grading. What the keeper reports
-on its status pipe is read in ``keeper_status`` (``Worker``'s base), and the sentences about a
-worker that died or overran are written in ``dead_or_busy``.
+``learner_module.LearnerModule`` drives these; nothing here knows about grading. The sentences
+about a worker that died or overran are written in ``endings``.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from course.engine.sandbox import endings as dead_or_busy
-from course.engine.sandbox import zygote
+from course.engine.sandbox import endings, zygote
 from course.engine.sandbox.limits import ONE_THREAD, Limits
 from course.engine.wire import messages
 
@@ -44,20 +42,97 @@ def worker_environment() -> dict[str, str]:
 # The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
 _STATUS_FIELDS = {b"P": "_pid", b"X": "_exit_status", b"K": "_keeper_pid", b"E": "_keeper_code"}
 _STATUS_NAMES = {"keeper": "_keeper_pid", "pid": "_pid", "exit": "_exit_status"}  # see _read_status
+_READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold
+_FORK_SECONDS = 5.0  # no keeper forked within this: the zygote is stopped or stuck
 
 
-class KeeperStatus:
-    """The keeper's status lines of one worker and what they tell (a base of ``processes.Worker``)."""
+class Worker:
+    """One worker process. Started blank (numpy imported, nothing of the learner's), then
+    ``load`` tells it which module to import, so a spare can be started ahead of time.
 
-    process: subprocess.Popen | _ForkedKeeper
-    _status: int  # the status pipe's end (-1 once closed)
-    _status_buffer: bytes
-    _status_ended: bool
-    _pid: int | None
-    _exit_status: int | None
-    _keeper_pid: int | None
-    _keeper_code: int | None
+    The process started here is the worker's keeper (``keeper``), which forks the worker and,
+    as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
+    worker's, as the keeper reports it on its status pipe. The keeper is forked by this
+    process's zygote (``zygote``: numpy already imported) or, when there is none or it fails,
+    exec'd (``python -I``); ``process`` is then a ``_ForkedKeeper`` or a ``Popen``."""
 
+    def __init__(self, scratch: Path, measured: bool = False, may_fork: bool = True) -> None:
+        """``scratch``: the worker's working folder (it may write nothing there: see
+        ``landlock``). ``measured``: a worker whose memory the grader measures (``reset_peak``,
+        ``memory``): its keeper forbids it to start any other process (see ``keeper``).
+        ``may_fork`` False: exec'd, never forked by the zygote (``forked`` says which it was).
+
+        What the worker prints goes to a file with no name (a memfd), and so does a call's
+        inputs (``inputs``): the grader keeps their descriptors and never opens, creates or
+        removes anything by name in a folder learner code could write."""
+        self.measured = measured
+        self._buffer = bytearray()
+        env = worker_environment()
+        self.process: subprocess.Popen | _ForkedKeeper
+        # A measured worker makes every page of its mapped files resident before anything is
+        # measured (see ``keeper``), and its memory is counted from a blank measured worker
+        # started the same way (``measured.blank_resident``).
+        if not (may_fork and self._start_forked(scratch, env)):
+            ends = self._open()
+            mode = ["measured"] if measured else []
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
+                pass_fds=ends,
+                stdin=subprocess.DEVNULL,
+                stdout=self.output,
+                stderr=subprocess.STDOUT,
+                cwd=scratch,
+                env=env,
+                start_new_session=True,
+            )
+            for fd in ends[:4]:
+                os.close(fd)
+        self.import_info: dict | None = None
+        self.loaded_at: float | None = None  # when ``load`` was sent: the import's clock starts
+
+    def _open(self) -> tuple[int, int, int, int, int]:
+        """New pipes and files; returns the keeper's ends (request, response, control, status,
+        inputs), which the caller closes once handed over (the inputs file stays ours too)."""
+        request_read, self._request = os.pipe()
+        self._response, response_write = os.pipe()
+        control_read, self._control = os.pipe()
+        self._status, status_write = os.pipe()
+        self._status_buffer = b""
+        self._status_ended = False
+        self._pid: int | None = None
+        self._exit_status: int | None = None
+        self._keeper_pid: int | None = None
+        self._keeper_code: int | None = None
+        self.output = os.memfd_create("course-output", os.MFD_CLOEXEC)
+        self.inputs = os.memfd_create("course-inputs", os.MFD_CLOEXEC)  # no sealing: never frozen
+        self._files = weakref.finalize(self, zygote.close_all, [self.output, self.inputs])
+        return request_read, response_write, control_read, status_write, self.inputs
+
+    def _start_forked(self, scratch: Path, env: dict[str, str]) -> bool:
+        """Have this process's zygote fork the keeper (see ``zygote``). False, with nothing
+        left open, if there is no zygote or it did not fork one in time (killed, stopped): the
+        caller execs the keeper then."""
+        forker = zygote.zygote(env)
+        if forker is None:
+            return False
+        ends = self._open()
+        sent = forker.order([*ends, self.output], scratch, self.measured, env)
+        for fd in ends[:4]:
+            os.close(fd)
+        if sent:
+            self._read_status("keeper", _FORK_SECONDS)
+        if self._keeper_pid is not None:
+            self.process = _ForkedKeeper(self, self._keeper_pid)
+            return True
+        # Whatever the zygote does with this order later, its keeper finds our ends closed
+        # (end of file on control and request: it stops at once), and we start afresh.
+        for fd in (self._request, self._response, self._control, self._status):
+            os.close(fd)
+        self._files()
+        zygote.failed(forker)
+        return False
+
+    # -- the keeper's status lines and what they tell -------------------------------------------
     @property
     def forked(self) -> bool:
         """Whether the zygote forked this worker's keeper (else it was exec'd)."""
@@ -110,127 +185,17 @@ class KeeperStatus:
             return os.waitstatus_to_exitcode(self._exit_status)
         return self.process.poll()  # no report: the keeper's own ending, if it has ended
 
-
-class _ForkedKeeper:
-    """What ``Worker`` uses of a ``Popen`` (pid, poll, wait), for a keeper the zygote forked.
-    It is not our child: it has ended when its status pipe's end is closed (the keeper alone
-    holds it), with the code it reported (``E``), 0 after a worker it reported ended (the
-    keeper exits 0 after its sweep), else -SIGKILL (nothing else stops it unannounced)."""
-
-    def __init__(self, worker: KeeperStatus, pid: int) -> None:
-        self.pid = pid
-        self._worker = weakref.ref(worker)
-
-    def _code(self, timeout: float) -> int | None:
-        worker = self._worker()
-        if worker is None:
+    def forked_keeper_code(self, timeout: float) -> int | None:
+        """How a keeper the zygote forked ended (it is not our child, so its status pipe
+        tells): None while the pipe is still open after ``timeout`` (the keeper alone holds its
+        end); else the code it reported (``E``), 0 after a worker it reported ended (the keeper
+        exits 0 after its sweep), else -SIGKILL (nothing else stops it unannounced)."""
+        self._read_status("end", timeout)
+        if not self._status_ended and self._status >= 0:
             return None
-        worker._read_status("end", timeout)
-        if not worker._status_ended and worker._status >= 0:
-            return None
-        if worker._keeper_code is not None:
-            return worker._keeper_code
-        return 0 if worker._exit_status is not None else -signal.SIGKILL
-
-    def poll(self) -> int | None:
-        return self._code(0.0)
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self._code(1e9 if timeout is None else timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
-        return code
-
-
-_READ_BYTES = 1 << 16  # a reply's read: a pipe's capacity, under malloc's mmap threshold
-_FORK_SECONDS = 5.0  # the zygote forks in milliseconds; this long means it is stopped or stuck
-
-
-class Worker(KeeperStatus):
-    """One worker process. Started blank (numpy imported, nothing of the learner's), then
-    ``load`` tells it which module to import, so a spare can be started ahead of time.
-
-    The process started here is the worker's keeper (``keeper``), which forks the worker and,
-    as a subreaper, kills everything the worker started when it is stopped. ``pid`` is the
-    worker's, as the keeper reports it. The keeper is forked by this process's zygote
-    (``zygote``: milliseconds, numpy already imported) or, when there is none or it fails,
-    exec'd (``python -I``); ``process`` is then a ``_ForkedKeeper`` or a ``Popen``."""
-
-    def __init__(self, scratch: Path, measured: bool = False, may_fork: bool = True) -> None:
-        """``scratch``: the worker's working folder (it may write nothing there: see
-        ``sandbox``). ``measured``: a worker whose memory the grader measures (``reset_peak``,
-        ``memory``): its keeper forbids it to start any other process (see ``keeper``).
-        ``may_fork`` False: exec'd, never forked by the zygote (``forked`` says which it was).
-
-        What the worker prints goes to a file with no name (a memfd), and so does a call's
-        inputs (``inputs``): the grader keeps their descriptors and never opens, creates or
-        removes anything by name in a folder learner code could write."""
-        self.measured = measured
-        self._buffer = bytearray()
-        env = worker_environment()
-        self.process: subprocess.Popen | _ForkedKeeper
-        # A measured worker makes every page of its mapped files resident before anything is
-        # measured (``keeper._fault_in_mapped_files``), and its memory is counted from a blank
-        # measured worker started the same way (``measured.blank_resident``).
-        if not (may_fork and self._start_forked(scratch, env)):
-            ends = self._open()
-            mode = ["measured"] if measured else []
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-u", "-c", _BOOT, *map(str, ends), *mode],
-                pass_fds=ends,
-                stdin=subprocess.DEVNULL,
-                stdout=self.output,
-                stderr=subprocess.STDOUT,
-                cwd=scratch,
-                env=env,
-                start_new_session=True,
-            )
-            for fd in ends[:4]:
-                os.close(fd)
-        self.import_info: dict | None = None
-        self.loaded_at: float | None = None  # when ``load`` was sent: the import's clock starts
-
-    def _open(self) -> tuple[int, int, int, int, int]:
-        """New pipes and files; returns the keeper's ends (request, response, control, status,
-        inputs), which the caller closes once handed over (the inputs file stays ours too)."""
-        request_read, self._request = os.pipe()
-        self._response, response_write = os.pipe()
-        control_read, self._control = os.pipe()
-        self._status, status_write = os.pipe()
-        self._status_buffer = b""
-        self._status_ended = False
-        self._pid: int | None = None
-        self._exit_status: int | None = None
-        self._keeper_pid: int | None = None
-        self._keeper_code: int | None = None
-        self.output = os.memfd_create("course-output", os.MFD_CLOEXEC)
-        self.inputs = os.memfd_create("course-inputs", os.MFD_CLOEXEC)  # no sealing: never frozen
-        self._files = weakref.finalize(self, zygote.close_all, [self.output, self.inputs])
-        return request_read, response_write, control_read, status_write, self.inputs
-
-    def _start_forked(self, scratch: Path, env: dict[str, str]) -> bool:
-        """Have this process's zygote fork the keeper (see ``zygote``): milliseconds instead of
-        an exec and numpy's import. False, with nothing left open, if there is no zygote or it
-        did not fork one in time (killed, stopped): the caller execs the keeper then."""
-        forker = zygote.zygote(env)
-        if forker is None:
-            return False
-        ends = self._open()
-        sent = forker.order([*ends, self.output], scratch, self.measured, env)
-        for fd in ends[:4]:
-            os.close(fd)
-        if sent:
-            self._read_status("keeper", _FORK_SECONDS)
-        if self._keeper_pid is not None:
-            self.process = _ForkedKeeper(self, self._keeper_pid)
-            return True
-        # Whatever the zygote does with this order later, its keeper finds our ends closed
-        # (end of file on control and request: it stops at once), and we start afresh.
-        for fd in (self._request, self._response, self._control, self._status):
-            os.close(fd)
-        self._files()
-        zygote.failed(forker)
-        return False
+        if self._keeper_code is not None:
+            return self._keeper_code
+        return 0 if self._exit_status is not None else -signal.SIGKILL
 
     def load(
         self,
@@ -243,7 +208,7 @@ class Worker(KeeperStatus):
         """Ask the worker to limit its memory and import ``module`` from ``source_dir``;
         ``module`` and ``lessons`` (the modules it may import as lessons, in load order) are
         loaded only from ``source_dir/<name>.py``, compiled from source. ``readable``: the
-        only paths it may read from then on (``sandbox.restrict_reads``), for a submission."""
+        only paths it may read from then on (``landlock.restrict_reads``), for a submission."""
         order = {
             "op": "load",
             "source_dir": str(source_dir),
@@ -259,8 +224,8 @@ class Worker(KeeperStatus):
     # -- reading with a deadline -------------------------------------------------------------
     def _read(self, size: int, deadline: float) -> bytes:
         """``size`` bytes of the reply (asked for only within the reply's bounds, and at most
-        one read of 64 KiB beyond them is held). 64 KiB is what a pipe holds; a larger read
-        costs an mmap and munmap of its buffer on every call, even for a reply of 1 KiB."""
+        one read of 64 KiB beyond them is held): 64 KiB is what a pipe holds, and a larger
+        read would cost an mmap and munmap of its buffer on every call."""
         while len(self._buffer) < size:
             # Past the deadline, only what has arrived already is read: an import that settled
             # in time is read when its grade comes, however much later (see ``import_settled``).
@@ -315,12 +280,18 @@ class Worker(KeeperStatus):
 
     # -- what it printed, and what it tells of a worker that died or overran -----------------
     def death_message(self, source_dir: Path | None = None, importing: bool = False) -> str:
-        """Why the worker ended, in a sentence for the learner (see ``dead_or_busy``)."""
-        return dead_or_busy.death_message(self, source_dir, importing)
+        """Why the worker ended, in a sentence for the learner (see ``endings``)."""
+        return endings.death_message(self, source_dir, importing)
 
     def where_busy(self, source_dir: Path) -> str:
-        """Where a worker that overran its time is stuck, or '' (see ``dead_or_busy``)."""
-        return dead_or_busy.where_busy(self, source_dir)
+        """Where a worker that overran its time is stuck, or '' (see ``endings``)."""
+        return endings.where_busy(self, source_dir)
+
+    def ask_for_stack_dump(self) -> None:
+        """Have the keeper signal the worker to dump its stack into what it prints
+        (faulthandler, on SIGUSR1): the keeper reaps the worker, so never a recycled pid.
+        OSError once the worker was killed."""
+        os.write(self._control, b"u")
 
     def printed(self, offset: int, limit: int) -> bytes:
         """At most ``limit`` bytes of what the worker printed, from ``offset`` (negative: from
@@ -391,3 +362,25 @@ class Worker(KeeperStatus):
                 except OSError:
                     pass
                 setattr(self, name, -1)
+
+
+class _ForkedKeeper:
+    """What ``Worker`` uses of a ``Popen`` (pid, poll, wait), for a keeper the zygote forked:
+    its ending is read from its status pipe (``Worker.forked_keeper_code``)."""
+
+    def __init__(self, worker: Worker, pid: int) -> None:
+        self.pid = pid
+        self._worker = weakref.ref(worker)
+
+    def _code(self, timeout: float) -> int | None:
+        worker = self._worker()
+        return None if worker is None else worker.forked_keeper_code(timeout)
+
+    def poll(self) -> int | None:
+        return self._code(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._code(1e9 if timeout is None else timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
+        return code

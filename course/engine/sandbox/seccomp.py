@@ -1,11 +1,9 @@
 """The seccomp filter every worker installs on its side of the keeper's fork, and the C library handle.
 
-``keeper.main`` calls ``_install_filter`` in the forked worker before anything of the learner's
+``keeper.main`` calls ``install_filter`` in the forked worker before anything of the learner's
 runs; ``prepare`` makes the programs once in the zygote, so keepers and workers forked from it
-inherit them. Kept apart from ``keeper`` (which re-exports ``prepare``, ``_filter_program`` and
-``_PROGRAMS``): the filter is a program for the kernel, built per machine, not the keeper's work
-of reaping and sweeping. Standard library only (``struct`` and ``platform`` loaded when first
-needed): it is loaded by every keeper, on the critical path of a cold check.
+inherit them. Standard library only (``struct`` and ``platform`` loaded when first needed): every
+keeper loads it, on the critical path of a cold check.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ _SECCOMP_ARCH = {
 }
 
 
-def _install_filter(measured: bool) -> bool:
+def install_filter(measured: bool) -> bool:
     """Install a seccomp filter for this process, its threads and everything it starts.
 
     Every worker: no new socket of any family (nor through io_uring), so learner code reaches
@@ -56,10 +54,10 @@ def _install_filter(measured: bool) -> bool:
         return False
     program = ctypes.create_string_buffer(raw, len(raw))
     fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(program))
-    libc = _libc()
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
+    c_library = libc()
+    if c_library.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
         return False
-    return bool(libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+    return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
 
 
 # Made once per process (``prepare``): a zygote's keepers and workers inherit them.
@@ -67,7 +65,7 @@ _LIBC: list[ctypes.CDLL] = []
 _PROGRAMS: dict[bool, bytes | None] = {}
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     """This process's C library (ctypes), opened once: each ``ctypes.CDLL`` makes a class."""
     if not _LIBC:
         _LIBC.append(ctypes.CDLL(None))
@@ -77,13 +75,13 @@ def _libc() -> ctypes.CDLL:
 def prepare() -> None:
     """Make now what each keeper and worker forked from this process (the zygote) would
     otherwise make again: the C library's handle and both seccomp programs."""
-    _libc()
+    libc()
     _filter_program(False)
     _filter_program(True)
 
 
 def _filter_program(measured: bool) -> bytes | None:
-    """The seccomp program of ``_install_filter`` for this machine (None: no such program
+    """The seccomp program of ``install_filter`` for this machine (None: no such program
     here), as the kernel reads it: ``struct sock_filter`` after ``struct sock_filter``."""
     if measured in _PROGRAMS:
         return _PROGRAMS[measured]

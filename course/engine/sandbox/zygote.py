@@ -1,28 +1,24 @@
-"""The worker zygote: a clean process that forks keepers, so a worker starts in milliseconds.
+"""The worker zygote: a clean process that forks keepers, so a worker starts without an exec
+and numpy's import.
 
-Exec'ing ``python -I`` and importing numpy costs every worker 130-180 ms of CPU; a class grading
-or a hostile lesson that restarts its worker after every call starts hundreds. The zygote is
-started once per grading process (lazily, by its second ``processes.Worker``), exec'd exactly as
-a keeper is (``python -I -u``, the workers' environment, a new session, no descriptor but its
+It is started once per grading process (lazily, by its second ``process.Worker``), exec'd exactly
+as a keeper is (``python -I -u``, the workers' environment, a new session, no descriptor but its
 socket), imports numpy and the worker's modules, and then only waits for orders on a private
 socketpair (``SOCK_SEQPACKET``: one order is one message, so processes forked from the grader,
 which share its end, can order concurrently). It never runs anything of a learner's.
 
 An order carries the worker's six descriptors (``SCM_RIGHTS``: request, response, control and
 status pipes, the inputs file, the output file) and, as JSON, the scratch folder, the measured
-flag and the worker's environment (the grader's as of that worker's start: pytest changes
-``PYTEST_CURRENT_TEST`` per test, which must not cost a new zygote; ``/proc/<pid>/environ``
-still shows the zygote's, the grader's when it started the zygote). The zygote forks; the
-child, before anything else, closes the zygote's socket and every descriptor it was not given,
-puts the output on 1 and 2, moves to the scratch folder and a new session, writes ``K<its
-pid>`` on the status pipe and runs ``keeper.main``, as an exec'd keeper would. Nothing comes
-back on the socket: the keeper reports on its status pipe, and the grader execs the keeper
-itself if no ``K`` comes in time (``processes.Worker``). The zygote ends when every holder of
-the grader's end has closed it.
+flag and the worker's environment (the grader's as of that worker's start, which pytest changes
+from test to test). The zygote forks; the child, before anything else, closes the zygote's socket
+and every descriptor it was not given, puts the output on 1 and 2, moves to the scratch folder and
+a new session, writes ``K<its pid>`` on the status pipe and runs ``keeper.main``, as an exec'd
+keeper would. Nothing comes back on the socket: the keeper reports on its status pipe, and the
+grader execs the keeper itself if no ``K`` comes in time (``process.Worker``). The zygote ends
+when every holder of the grader's end has closed it.
 
 The zygote is not dumpable (its descendants are made dumpable again), so no process of the user
-may read its memory or take its descriptors through /proc; learner code could not anyway
-(Landlock, seccomp), this only narrows what the long-lived process exposes.
+may read its memory or take its descriptors through /proc.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # Neither ``threading`` nor ``subprocess`` (which imports it) is imported in the zygote's own
-# process: threading's fork handler would cost every keeper and worker forked from it 0.25 ms.
+# process: threading's fork handler would run in every keeper and worker forked from it.
 
 _FDS = 6  # request, response, control, status, inputs, output
 _ORDER_BYTES = 1 << 20  # the environment is most of an order
@@ -168,11 +164,10 @@ def main(argv: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the keeper must not inherit a blocked signal
     import numpy  # noqa: F401 - what every worker imports first: the point of a zygote
 
-    from course.engine.sandbox import landlock
-    from course.engine.sandbox import seccomp as seccomp_filter
-    from course.engine.sandbox.worker import main as worker  # noqa: F401
+    import course.engine.sandbox.worker.main  # noqa: F401 - what every worker runs
+    from course.engine.sandbox import landlock, seccomp
 
-    seccomp_filter.prepare()  # made once here, not in every keeper and worker forked from here
+    seccomp.prepare()  # made once here, not in every keeper and worker forked from here
     landlock.prepare()
 
     os.close(ready)
@@ -257,7 +252,7 @@ def _keeper(
         os.setsid()
         libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # type: ignore[attr-defined]  # the grader reads /proc/<worker>
         _reseed()
-        if list(os.environ.items()) != list(env.items()):  # mostly the same: 0.5 ms to set again
+        if list(os.environ.items()) != list(env.items()):
             os.environ.clear()  # the worker's environment as of its start, not the zygote's
             os.environ.update(env)
         os.write(status, b"K%d\n" % me)

@@ -2,9 +2,8 @@
 
 An array description (``[dtype, shape]``, in a message's header or the shared inputs' layout) is
 checked before any of its bytes are read: a numeric dtype, a sane shape, at most ``MAX_ARRAY``
-bytes. Kept apart from ``protocol`` (the messages) and ``wire_values`` (the tagged values), which
-both raise these errors. Imports only the standard library and numpy: the worker loads it before
-any learner code.
+bytes. ``messages`` and ``values`` raise these errors too. Imports only the standard library and
+numpy: the worker loads it before any learner code.
 """
 
 from __future__ import annotations
@@ -29,22 +28,22 @@ class TooLarge(ProtocolError):
     """The other side announced a message larger than the reader accepts."""
 
 
-def _array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
+def array_spec(spec: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     """Validate one array description from the other side, ``[dtype, shape]``."""
     try:
         kind, shape = spec
     except Exception as exc:  # noqa: BLE001 - not a pair, or a pair that fails to unpack
         raise ProtocolError("bad array description") from exc
-    return _checked_array(kind, shape)
+    return checked_array(kind, shape)
 
 
-# _checked_array's answers, by (dtype, *shape): a check describes the same few arrays on every
+# checked_array's answers, by (dtype, *shape): a check describes the same few arrays on every
 # call. Keys are what it accepted, so a description equal to one (2.0 for 2) gets its answer.
 _CHECKED: dict[tuple, tuple[np.dtype, tuple[int, ...], int]] = {}
 _CHECKED_MAX = 256
 
 
-def _checked_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
+def checked_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]:
     """A numeric dtype and a sane shape, and the bytes they take."""
     if isinstance(kind, str) and isinstance(shape, list) and len(shape) <= 32:
         try:
@@ -73,9 +72,10 @@ def _check_array(kind: Any, shape: Any) -> tuple[np.dtype, tuple[int, ...], int]
         raise ProtocolError("unsupported array")
     size = dtype.itemsize * _product(shape)  # Python ints: a forged shape cannot overflow
     if size > MAX_ARRAY:
-        raise TooLarge(f"an array of {_mib(size)} announced, at most {_mib(MAX_ARRAY)} allowed")
+        raise TooLarge(f"an array of {mib(size)} announced, at most {mib(MAX_ARRAY)} allowed")
     return dtype, shape, size
 
 
-def _mib(size: int) -> str:
+def mib(size: int) -> str:
+    """``size`` bytes in MiB, for the errors' messages."""
     return f"{size / 2**20:,.1f} MiB"

@@ -10,8 +10,8 @@ code in the grader, and only numeric dtypes are accepted. Values are encoded as 
     {"d": {key: value}}       a dict with string keys
     {"o": type, "r": repr}    anything else, described but not transferred (worker -> grader only)
 
-Values are tagged and read back in ``wire_values``, arrays described by the other side are
-checked in ``wire_checks`` (with the errors every reader raises); their names are re-exported here.
+Values are tagged and read back in ``values``, arrays described by the other side are checked in
+``checks`` (with the errors every reader raises); their names are re-exported here.
 This module holds the messages (``pack`` / ``unpack`` and their bounds) and the shared inputs'
 layout. Imports only the standard library and numpy: the worker loads it before any learner code.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from course.engine.wire.checks import ProtocolError as ProtocolError
-from course.engine.wire.checks import TooLarge, _array_spec, _checked_array, _mib
+from course.engine.wire.checks import TooLarge, array_spec, checked_array, mib
 from course.engine.wire.values import Opaque as Opaque
 from course.engine.wire.values import decode as decode
 from course.engine.wire.values import encode as encode
@@ -48,8 +48,8 @@ REPLY_ARRAYS = 4096
 
 def pack(header: dict, arrays: list[np.ndarray]) -> bytes:
     """One message: header length, header JSON (with each array's dtype and shape), then each
-    array's raw C-order bytes. numpy's .npy header would be parsed with ast on every call, which
-    costs more than the rest of a small call together; this format is as plain and as safe."""
+    array's raw C-order bytes: as plain and as safe as numpy's .npy format, whose header would
+    be parsed with ``ast`` on every call."""
     contiguous = [_asarray(array, order="C") for array in arrays]
     specs = [[a.dtype.str, list(a.shape)] for a in contiguous]
     body = json.dumps(dict(header, arrays=specs)).encode()
@@ -73,8 +73,8 @@ def read_exact(fd: int, size: int) -> bytes:
 class LastParsed:
     """``json.loads`` that remembers the last header it parsed, for ``unpack``: a check's calls
     to one function with arrays of the same shapes (their values travel in the inputs file)
-    send the same request header, and often get the same reply header, byte for byte; parsing
-    it again was a tenth of a small call's time. What it returns must only be read.
+    send the same request header, and often get the same reply header, byte for byte, which
+    is then not parsed again. What it returns must only be read.
     ``keep(raw, parsed)``: whether a header may be remembered (default: every one)."""
 
     def __init__(self, keep: Callable[[bytes, Any], bool] | None = None) -> None:
@@ -113,7 +113,7 @@ def unpack(
 
     (size,) = struct.unpack(">I", take(4))
     if size > max_header:
-        raise TooLarge(f"a header of {_mib(size)} announced, at most {_mib(max_header)} allowed")
+        raise TooLarge(f"a header of {mib(size)} announced, at most {mib(max_header)} allowed")
     try:
         header = loads(take(size))
     except RecursionError as exc:  # json nests with the C stack: a forged header can be deep
@@ -126,10 +126,10 @@ def unpack(
     announced = header.pop("arrays", [])
     if len(announced) > max_arrays:
         raise TooLarge(f"{len(announced):,} arrays announced, at most {max_arrays:,} allowed")
-    specs = [_array_spec(spec) for spec in announced]
+    specs = [array_spec(spec) for spec in announced]
     total = 4 + size + sum(nbytes for _, _, nbytes in specs)
     if max_bytes is not None and total > max_bytes:
-        raise TooLarge(f"{_mib(total)} announced, at most {_mib(max_bytes)} allowed")
+        raise TooLarge(f"{mib(total)} announced, at most {mib(max_bytes)} allowed")
     arrays = []
     for dtype, shape, nbytes in specs:
         # bytearray: the arrays are writable, as the caller's own arrays would be
@@ -170,7 +170,7 @@ def shared_views(buffer: Any, specs: Any) -> list[np.ndarray]:
     for spec in specs[:10_000]:
         if not (isinstance(spec, list) and len(spec) == 3 and type(spec[2]) is int and spec[2] >= 0):
             raise ProtocolError("bad shared array description")
-        dtype, shape, nbytes = _checked_array(spec[0], spec[1])
+        dtype, shape, nbytes = checked_array(spec[0], spec[1])
         if spec[2] + nbytes > len(buffer):
             raise ProtocolError("shared array outside the file")
         count = nbytes // dtype.itemsize

@@ -1,8 +1,7 @@
 """Values as tagged JSON: ``encode`` on the sending side, ``decode`` (which checks) on the reading side.
 
-The tags are listed in ``protocol``'s docstring. Kept apart from the messages that carry them
-(``protocol.pack`` / ``protocol.unpack``): this is what a value becomes, not how bytes travel.
-Imports only the standard library and numpy: the worker loads it before any learner code.
+The tags are listed in ``messages``' docstring; ``messages.pack`` and ``messages.unpack`` carry
+them. Imports only the standard library and numpy: the worker loads it before any learner code.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """How the worker describes an exception of the learner's as plain data for the grader.
 
-``_describe_error`` gives the exception's type and message (reworded for an exit, a refused write,
-printing past ``OUTPUT_LIMIT`` or a syntax error) and the frames in the learner's own files. Apart
-from ``worker`` because it is what the grader reads back (``call_checks.check_reply``); imported
-with the worker, before anything of the learner's runs.
+``describe_error`` gives the exception's type and message (reworded for an exit, a refused write,
+printing past ``OUTPUT_LIMIT`` or a syntax error) and the frames in the learner's own files; the
+grader checks what it reads back (``replies.check_reply``). Imported with ``main``, before
+anything of the learner's runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 OUTPUT_LIMIT = 8 * 1024 * 1024
-_confined = {"abi": 0}  # the Landlock ABI this worker confined itself with (0: none): worker.main
+confined = {"abi": 0}  # the Landlock ABI this worker confined itself with (0: none), set by main
 
 
 def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
@@ -34,7 +34,9 @@ def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
     return frames
 
 
-def _describe_error(exc: BaseException, source_dir: Path) -> dict:
+def describe_error(exc: BaseException, source_dir: Path) -> dict:
+    """``exc`` as plain data: its type and message, the learner's frames (files in
+    ``source_dir``), ``origin`` (the module of the innermost one) and, for a syntax error, where."""
     try:
         message = str(exc)[:2000]
     except Exception:  # noqa: BLE001 - a learner's exception may fail to print
@@ -48,7 +50,7 @@ def _describe_error(exc: BaseException, source_dir: Path) -> dict:
         info["message"] = (
             f"sys.exit({exc.code!r}) was called instead of returning a value; remove it from your file."
         )[:500]
-    if isinstance(exc, PermissionError) and exc.filename is not None and _confined["abi"]:
+    if isinstance(exc, PermissionError) and exc.filename is not None and confined["abi"]:
         info["message"] = (
             f"{message} (while it is graded, your code may write no file, not even in its "
             "working folder: return your results instead of saving them)"

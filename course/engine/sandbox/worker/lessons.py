@@ -1,10 +1,9 @@
 """How the worker imports lessons, and which modules it reports as the learner's.
 
 A module named like a lesson is only ever compiled from its ``.py`` source in the learner's folder
-(``_LessonFinder``, first in ``sys.meta_path``, with ``_LessonLoader``); after the import,
-``_lesson_modules`` names the modules that came from that folder, for the import report. Apart
-from ``worker`` so that its call loop reads on its own; imported with it, in the zygote too,
-before anything of the learner's runs.
+(``LessonFinder``, first in ``sys.meta_path``, with ``_LessonLoader``); after the import,
+``lesson_modules`` names the modules that came from that folder, for the import report. Imported
+with ``main``, in the zygote too, before anything of the learner's runs.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ class _LessonLoader:
         exec(code, module.__dict__)  # noqa: S102 - the learner's lesson file, in the worker
 
 
-class _LessonFinder:
+class LessonFinder:
     """First in ``sys.meta_path``: a module named like a lesson (``names``, data from the
     grader) is only ever ``<source_dir>/<name>.py``, never a package, a ``.pyc``, an extension
     module or anything else on the path named like it. No such file: no such module."""
@@ -54,11 +53,11 @@ class _LessonFinder:
         return spec
 
 
-def _lesson_modules(source_dir: Path) -> list[str]:
+def lesson_modules(source_dir: Path) -> list[str]:
     """Names of the modules imported from the learner's folder (the lesson and its imports).
 
     Only a path with the folder's name in it can be in the folder, so only those become a
-    ``Path``: a Path for each of numpy's two hundred modules cost a worker over a millisecond."""
+    ``Path``, not each of numpy's hundreds of modules."""
     found = []
     folder = source_dir.name
     for name, module in list(sys.modules.items()):

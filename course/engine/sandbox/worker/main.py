@@ -1,17 +1,14 @@
 """The worker: the only process that imports and runs a learner's module.
 
-Started by ``processes.Worker`` with ``python -I`` and two pipe descriptors. Its first message names
-the folder and module to load and the modules that are lessons (a spare worker can wait for it
-with numpy already imported). It limits its own memory before importing anything of the
-learner's, imports the module (lessons only from their ``.py`` source, see ``worker_lessons``),
-then answers calls with plain data (see ``protocol``). It decides nothing about grades: it reports
-what happened, including exceptions with the learner's own frames. A call's input arrays are views
-of a file the grader wrote them into (``protocol.shared_views``): whether the learner changed them
-is for the grader to read there after the reply, never for the worker to say.
-
-Here: its start, its limits and its call loop. Its error descriptions (``worker_errors``), its
-signature check (``worker_signatures``) and its shape trace recorder (``worker_shape_trace``) are
-modules of their own, all imported with this one, before anything of the learner's runs.
+Run by its keeper (``keeper.main``) in the child it forks, with the request and response pipes
+and the inputs file's descriptor. Its first message names the folder and module to load and the
+modules that are lessons (a spare worker waits for it with numpy already imported). It limits its
+own memory before importing anything of the learner's, imports the module (lessons only from
+their ``.py`` source, see ``lessons``), then answers calls with plain data (see ``messages``). It
+decides nothing about grades: it reports what happened, including exceptions with the learner's
+own frames. A call's input arrays are views of a file the grader wrote them into
+(``messages.shared_views``): whether the learner changed them is for the grader to read there
+after the reply, never for the worker to say.
 """
 
 from __future__ import annotations
@@ -30,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from course.engine.sandbox import landlock as sandbox
-from course.engine.sandbox.worker.errors import OUTPUT_LIMIT, _confined, _describe_error
-from course.engine.sandbox.worker.lessons import _lesson_modules, _LessonFinder
-from course.engine.sandbox.worker.shape_trace import _record_lesson_calls
-from course.engine.sandbox.worker.signatures import _binds, _mismatch
-from course.engine.wire import messages as protocol
+from course.engine.sandbox import landlock
+from course.engine.sandbox.worker.errors import OUTPUT_LIMIT, confined, describe_error
+from course.engine.sandbox.worker.lessons import LessonFinder, lesson_modules
+from course.engine.sandbox.worker.shape_trace import record_lesson_calls
+from course.engine.sandbox.worker.signatures import binds, mismatch
+from course.engine.wire import messages
 
 # Learner code may replace builtins or numpy functions; the worker's own bookkeeping must not
 # be fooled by that, so it keeps the originals and puts builtins back after the learner runs.
@@ -70,13 +67,13 @@ def _shared_inputs(shared: Any) -> list[np.ndarray]:
     what the learner's code does to them happens in the grader's file. ``release``: the grader
     measures this worker's memory, so earlier calls' pages must leave its resident memory."""
     if not isinstance(shared, dict) or type(shared.get("size")) is not int:
-        raise protocol.ProtocolError("bad shared inputs")
+        raise messages.ProtocolError("bad shared inputs")
     size = shared["size"]
     if size and len(_shared["map"]) < size:
         _shared["map"] = mmap.mmap(_shared["fd"], max(size, os.fstat(_shared["fd"]).st_size))
-    elif size and shared.get("release") is True:  # read again if still used (some µs a call)
+    elif size and shared.get("release") is True:  # read in again if still used
         _shared["map"].madvise(mmap.MADV_DONTNEED)
-    return protocol.shared_views(_shared["map"] if size else bytearray(0), shared.get("arrays"))
+    return messages.shared_views(_shared["map"] if size else bytearray(0), shared.get("arrays"))
 
 
 def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path) -> tuple[dict, list]:
@@ -87,33 +84,33 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
     if "shared" in header:
         try:
             arrays = _shared_inputs(header["shared"])
-        except (OSError, ValueError, protocol.ProtocolError) as exc:
+        except (OSError, ValueError, messages.ProtocolError) as exc:
             if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
                 return _refusal("MemoryError", "the call's inputs did not fit in the memory limit"), []
             return _refusal("SharedInputs", f"the grader's inputs could not be read here ({exc})"), []
-    args = protocol.decode(header["args"], arrays)
-    kwargs = protocol.decode(header["kwargs"], arrays)
+    args = messages.decode(header["args"], arrays)
+    kwargs = messages.decode(header["kwargs"], arrays)
     if inspect.isclass(function):
         return _refusal(
             "NotAFunction",
             f"{name} is a class, not a function: write `def {name}(...)` and return the array.",
         ), []
     trace: list[dict] = []
-    unwrap = _record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
+    unwrap = record_lesson_calls(module, source_dir, trace) if header.get("trace") else []
     try:
         # Reading a signature may run the learner's code too (a __signature__ property).
-        mismatch = None if _binds(function, args, kwargs) else _mismatch(function, args, kwargs)
-        result = None if mismatch else function(*args, **kwargs)
+        mismatched = None if binds(function, args, kwargs) else mismatch(function, args, kwargs)
+        result = None if mismatched else function(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - everything the learner raises is reported
         _restore_builtins()
         for undo in unwrap:
             undo()
-        return {"ok": False, "error": _describe_error(exc, source_dir), "trace": trace}, []
+        return {"ok": False, "error": describe_error(exc, source_dir), "trace": trace}, []
     _restore_builtins()
     for undo in unwrap:
         undo()
-    if mismatch:
-        return {"ok": False, "error": mismatch, "trace": trace}, []
+    if mismatched:
+        return {"ok": False, "error": mismatched, "trace": trace}, []
     if inspect.isgenerator(result):
         return _refusal(
             "NotAFunction",
@@ -122,9 +119,9 @@ def _call(module: Any, header: dict, arrays: list[np.ndarray], source_dir: Path)
         ), []
     out: list[np.ndarray] = []
     try:
-        tagged = protocol.encode(result, out)
+        tagged = messages.encode(result, out)
     except BaseException as exc:  # noqa: BLE001
-        return {"ok": False, "error": _describe_error(exc, source_dir)}, []
+        return {"ok": False, "error": describe_error(exc, source_dir)}, []
     return {"ok": True, "result": tagged, "trace": trace}, out
 
 
@@ -134,35 +131,35 @@ def main(argv: list[str]) -> int:
     request_fd, response_fd, _shared["fd"] = int(argv[0]), int(argv[1]), int(argv[2])
     filtered = argv[3:4] == ["filtered"]
     # Before anything of the learner's: write no file anywhere (only the descriptors it holds).
-    confined = _confined["abi"] = sandbox.confine()
+    abi = confined["abi"] = landlock.confine()
     # On SIGUSR1 the grader learns where a call that overran its time is stuck.
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
     faulthandler.enable(file=sys.stderr, all_threads=False)  # and where a crash happened
-    read = lambda n: protocol.read_exact(request_fd, n)  # noqa: E731
-    loads = protocol.LastParsed()  # _call and unpack only read what it returns
+    read = lambda n: messages.read_exact(request_fd, n)  # noqa: E731
+    loads = messages.LastParsed()  # _call and unpack only read what it returns
     try:  # the first message says what to load; a spare worker waits here, numpy imported
-        order, _ = protocol.unpack(read)
-    except (EOFError, protocol.ProtocolError):
+        order, _ = messages.unpack(read)
+    except (EOFError, messages.ProtocolError):
         return 0
     source_dir = Path(str(order.get("source_dir", ""))).resolve()
     module_name = str(order.get("module", ""))
     lessons = [name for name in order.get("lessons", []) if isinstance(name, str) and name.isidentifier()]
     readable = order.get("readable")
     if readable is not None and not (
-        isinstance(readable, list) and sandbox.restrict_reads([str(path) for path in readable])
+        isinstance(readable, list) and landlock.restrict_reads([str(path) for path in readable])
     ):
         refusal = _refusal(
             "Unconfined",
             "This machine cannot keep the code graded from reading the course's reference "
             "solutions and other submissions (it has no Landlock), so it was not run.",
         )
-        protocol.write_all(response_fd, protocol.pack({**refusal, "lesson_modules": []}, []))
+        messages.write_all(response_fd, messages.pack({**refusal, "lesson_modules": []}, []))
         return 0
     _limit_resources(int(order.get("memory_bytes", 0)))
     sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
     # Lesson modules (this one and those it imports) come from their .py source only, found
     # before any other finder; the learner's own helpers (utils.py) import from the folder.
-    sys.meta_path.insert(0, _LessonFinder(source_dir, [*lessons, module_name]))
+    sys.meta_path.insert(0, LessonFinder(source_dir, [*lessons, module_name]))
     sys.path.append(str(source_dir))  # last, so a learner's numpy.py cannot shadow numpy
 
     import importlib
@@ -173,32 +170,32 @@ def main(argv: list[str]) -> int:
         _restore_builtins()
         header: dict = {
             "ok": True,
-            "lesson_modules": _lesson_modules(source_dir),
-            "sandbox": confined,
+            "lesson_modules": lesson_modules(source_dir),
+            "sandbox": abi,
             "filtered": filtered,
         }
     except BaseException as exc:  # noqa: BLE001
         _restore_builtins()
         header = {
             "ok": False,
-            "error": _describe_error(exc, source_dir),
-            "lesson_modules": _lesson_modules(source_dir),
+            "error": describe_error(exc, source_dir),
+            "lesson_modules": lesson_modules(source_dir),
         }
-    protocol.write_all(response_fd, protocol.pack(header, []))
+    messages.write_all(response_fd, messages.pack(header, []))
 
     while True:
         try:
-            request, arrays = protocol.unpack(read, loads=loads)
+            request, arrays = messages.unpack(read, loads=loads)
         except EOFError:
             return 0
         if request.get("op") != "call" or module is None:
             return 0
         response, out = _call(module, request, arrays, source_dir)
         try:
-            message = protocol.pack(response, out)
+            message = messages.pack(response, out)
         except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError on a huge result
-            message = protocol.pack({"ok": False, "error": _describe_error(exc, source_dir)}, [])
-        protocol.write_all(response_fd, message)
+            message = messages.pack({"ok": False, "error": describe_error(exc, source_dir)}, [])
+        messages.write_all(response_fd, message)
 
 
 if __name__ == "__main__":

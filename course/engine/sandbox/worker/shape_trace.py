@@ -1,9 +1,9 @@
 """The shape trace recorder: in the worker, the calls a lesson makes to the learner's earlier
 lessons, with their argument and result shapes, for the grader's shape pictures (``shapes``).
 
-Apart from ``worker`` so that its call loop reads on its own. ``worker._call`` looks the recorder
-up among its own names, where learner code can replace it: what it records is data the grader
-checks (``call_checks.checked_trace``), never trusts.
+The call loop (``main``) looks the recorder up among its own module's names, where learner code
+can replace it: what it records is data the grader checks (``replies.checked_trace``), never
+trusts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _shapes(value: Any) -> list:
     return [None]
 
 
-def _record_lesson_calls(module: Any, source_dir: Path, trace: list[dict]) -> list:
+def record_lesson_calls(module: Any, source_dir: Path, trace: list[dict]) -> list:
     """Wrap the functions ``module`` imported from the learner's other lessons so that each
     call appends its name and its argument and result shapes to ``trace``; returns undo steps."""
     undo = []

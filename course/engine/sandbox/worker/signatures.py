@@ -1,9 +1,8 @@
 """Whether a learner's function can take a call's arguments, checked before it is called.
 
-``_binds`` answers from a plain function's code object in microseconds, on every call; only when
-it cannot say yes does ``_mismatch`` ask ``inspect`` and describe the mismatch in Python's own
-words. Apart from ``worker`` because it is a check of its own (``tests/test_worker_binds.py``
-compares it with ``inspect``); imported with the worker, before anything of the learner's runs.
+``binds`` answers from a plain function's code object, cheaply enough for every call; only when
+it cannot say yes does ``mismatch`` ask ``inspect`` and describe the mismatch in Python's own
+words. Imported with ``main``, before anything of the learner's runs.
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ from typing import Any
 _VARARGS, _VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 
 
-def _binds(function: Any, args: tuple, kwargs: dict) -> bool:
+def binds(function: Any, args: tuple, kwargs: dict) -> bool:
     """True when ``function`` surely takes these arguments, as ``inspect.Signature.bind`` would
-    say, read from a plain function's code object (a few µs, where ``inspect`` takes tens: the
-    check runs on every call). False when it cannot or when unsure (a callable of another kind,
+    say, read from a plain function's code object (far cheaper than ``inspect``: the check
+    runs on every call). False when it cannot or when unsure (a callable of another kind,
     one with attributes such as ``__signature__`` or ``__wrapped__``, an argument passed by
-    keyword to a positional-only parameter): ``_mismatch`` decides then."""
+    keyword to a positional-only parameter): ``mismatch`` decides then."""
     if type(function) is not FunctionType or type(function.__dict__) is not dict or function.__dict__:
         return False
     code, defaults, kwdefaults = function.__code__, function.__defaults__, function.__kwdefaults__
@@ -44,7 +43,7 @@ def _binds(function: Any, args: tuple, kwargs: dict) -> bool:
     return all(name in kwargs or (kwdefaults is not None and name in kwdefaults) for name in keyword_only)
 
 
-def _mismatch(function: Any, args: tuple, kwargs: dict) -> dict | None:
+def mismatch(function: Any, args: tuple, kwargs: dict) -> dict | None:
     """Why ``function``'s signature cannot take these arguments, found without running it (a
     "SignatureMismatch" error with the learner's signature as data), or None when it can."""
     try:
