@@ -21,7 +21,7 @@ from course.content.catalog import load_catalog
 from course.engine.calls.learner_module import LearnerModule
 from course.engine.grading import one_session, runner
 from course.engine.sandbox import landlock
-from course.engine.testing.compare import _close
+from course.engine.testing.compare import isclose
 from course.instructor.classroom import class_stream, gradebook
 from tests.helpers import LESSONS, SOLUTIONS, classic_mistakes, mistaken_source, solutions_with
 
@@ -229,7 +229,7 @@ def test_check_arrays_closeness_is_numpys_isclose_with_equal_nan(expected, toler
     rtol, atol = tolerance
     with np.errstate(all="ignore"):
         wanted = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
-        assert np.array_equal(_close(actual, expected, rtol, atol), wanted)
+        assert np.array_equal(isclose(actual, expected, rtol, atol), wanted)
 
 
 KILLS_EVERY_PROCESS_IT_CAN = """

@@ -72,9 +72,9 @@ def test_the_required_signature_is_read_from_the_skeleton(tmp_path):
         "def _helper(a):\n    pass\n\n"
         "class NotAnExercise:\n    def method(self, q):\n        pass\n"
     )
-    found = report._skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
+    found = report.skeleton_signatures(SimpleNamespace(skeleton=skeleton))  # type: ignore[arg-type]
     assert found == {"linear": "linear(x, w, b=None, *, scale=1.0)", "_helper": "_helper(a)"}
-    assert report._skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
+    assert report.skeleton_signatures(SimpleNamespace(skeleton=tmp_path / "missing.py")) == {}  # type: ignore[arg-type]
 
 
 def test_a_wrong_signature_gets_pythons_words_and_the_skeletons_signature(tmp_path):
@@ -108,7 +108,7 @@ _NOT_REPRODUCIBLE = object()
 
 
 def _mismatch(function, *args, **kwargs):
-    return worker._mismatch(function, args, kwargs)
+    return worker.mismatch(function, args, kwargs)
 
 
 def test_the_worker_binds_the_arguments_before_calling():

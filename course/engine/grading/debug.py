@@ -1,7 +1,7 @@
 """``course check LESSON --debug``: the lesson's tests with the learner's module imported right
 here, so that print, breakpoint() and pdb work. It is NOT a grade: learner code runs inside the
 test process (which the real check never allows), pytest reports in its own words, and nothing
-is recorded in the progress.
+is recorded.
 """
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
     """pytest's own run of the lesson's tests, in this process; returns pytest's exit code."""
     import pytest
 
-    from course.engine.grading import plugin as plugin_module
+    from course.engine.grading import plugin
     from course.engine.grading.runner import TRUSTED_INI
     from course.engine.testing import compare
 
     class DebugPlugin:
         def pytest_configure(self, config: pytest.Config) -> None:
-            config.stash[plugin_module.LEARNER] = learner
+            config.stash[plugin.LEARNER] = learner
             config.addinivalue_line("markers", "exercise(name): the exercise a test grades")
             config.addinivalue_line("markers", "hand_checked: a case worked out by hand")
             if compare.settings is not None:
@@ -104,4 +104,4 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
         "-q",
         *(extra or []),
     ]
-    return int(pytest.main(args, plugins=[DebugPlugin(), plugin_module]))
+    return int(pytest.main(args, plugins=[DebugPlugin(), plugin]))

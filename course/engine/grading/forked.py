@@ -2,9 +2,9 @@
 lines of JSON on a pipe of its own.
 
 Both ``course check --all`` (``side_by_side``) and a class's grading
-(``course.instructor.classroom.gradebook``) fork copies of a process that has loaded pytest, hypothesis,
-numpy and the grading tests, let each take work from a shared queue, and read only those pipes:
-learner code runs in the workers the forked processes start, never here.
+(``course.instructor.classroom.gradebook``) fork copies of a process that has loaded pytest,
+hypothesis, numpy and the grading tests, let each take work from a shared queue, and read only
+those pipes: learner code runs in the workers the forked processes start, never here.
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
 """The examples of passing property checks, kept in a file between processes.
 
-``replay`` records, in a grading process, the arguments hypothesis drew for each property check
-that passed, and replays them in later grades of that process. A cold check (no warm grader)
-is a fresh process every time, so it would run hypothesis's engine for every property check
-again, for the same examples. The learner's own checks (``progress.grade_many``, with the
-result cache on) hand the runner a file in the user's private cache folder: its examples are
-loaded before a grade and the new ones saved after it.
+``replay`` records the arguments hypothesis drew for each property check that passed and replays
+them in later grades of the same process; a cold check (no warm grader) is a fresh process each
+time. The learner's own checks (``course.workspace.actions.grade_lessons``, with the result cache
+on) hand the runner a file in the user's private cache folder: its examples are loaded before a
+grade and the new ones saved after it.
 
-The file is trusted as the result cache is, and for the same reason: it is the learner's own
-convenience, written by the command, never by a process running learner code, and never read
-by ``course grade`` or the GitHub Classroom command. It is keyed by what decides the examples:
-the grading test file's content, the course build (its fingerprint, from the caller), and the
-versions of Python, hypothesis and numpy; any other key, any malformed content or any value of
-a type not listed below, and the file is ignored. A replay whose example fails hands the check
-back to hypothesis, which then grades it from its first example, as without a file.
+The file is trusted as the result cache is: the learner's own convenience, written by the
+command, never by a process running learner code, and never read by ``course grade`` or the
+GitHub Classroom command. It is keyed by what decides the examples: the grading test file's
+content, the course build's fingerprint (from the caller), and the versions of Python,
+hypothesis and numpy; any other key, any malformed content or any value of a type not listed
+below, and the file is ignored. A replay whose example fails hands the check back to
+hypothesis, which then grades it from its first example, as without a file.
 
 Values are JSON, tagged: arrays of numbers or booleans (dtype, shape, order and bytes, base64),
 numpy scalars, bool, int, float and complex (exact: hexadecimal), str, bytes, None, and tuples,

@@ -1,14 +1,14 @@
 """Grade many learners' modules in one pytest session: a class's submissions.
 
 Each ``runner.grade`` pays for pytest's configuration, its plugins' registration and the
-collection of the lesson's tests: about a quarter of a small lesson's grade. A class grades the
-same lessons for every submission, so ``grade_units`` starts one session over every lesson's
-tests and, in place of pytest's own test loop, runs one lesson's tests for one module at a time,
-as ``next_unit`` hands them out. Each module gets records of its own (``GradingPlugin.begin``),
-the ``lesson`` fixture gives that module, and every fixture is torn down after its last test,
-so nothing of one grade reaches the next: a unit's result is the one ``runner.grade`` gives for
-the same module (tests/test_one_session.py holds this). Learner code still runs only in each
-module's own workers.
+collection of the lesson's tests. A class grades the same lessons for every submission, so
+``grade_units`` starts one session over every lesson's tests and, in place of pytest's own test
+loop, runs one lesson's tests for one module at a time, as ``next_unit`` hands them out. Each
+module gets records of its own (``GradingPlugin.begin``), the ``lesson`` fixture gives that
+module, and every fixture is torn down after its last test, so nothing of one grade reaches the
+next: a unit's result is the one ``runner.grade`` gives for the same module
+(tests/test_class_stream.py holds this). Learner code still runs only in each module's own
+workers.
 """
 
 from __future__ import annotations

@@ -95,8 +95,8 @@ LEARNER = pytest.StashKey[object]()
 
 @pytest.fixture(scope="session")
 def lesson(request: pytest.FixtureRequest) -> object:
-    """The learner's module as the grading tests call it (a ``learner_module.LearnerModule``, or the
-    in-process stand-in of a debug run). Found because this module is registered as a plugin."""
+    """The learner's module as the grading tests call it (a ``learner_module.LearnerModule``, or
+    the in-process stand-in of a debug run). Found because this module is registered as a plugin."""
     return request.config.stash[LEARNER]
 
 
@@ -120,10 +120,10 @@ class GradingPlugin:
         config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
         config.addinivalue_line("markers", "hand_checked: a small case whose answer is worked out by hand")
-        from course.engine.testing import compare as testing  # registers the derandomised "grading" profile
+        from course.engine.testing import compare  # registers the derandomised "grading" profile
 
-        if testing.settings is not None:
-            testing.settings.load_profile("grading")
+        if compare.settings is not None:
+            compare.settings.load_profile("grading")
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -140,7 +140,7 @@ class GradingPlugin:
             generated = bool(getattr(function, "is_hypothesis_test", False))
             if function is not None and generated:
                 seed(GRADING_SEED)(function)  # the same examples on every run
-                # No example database (see testing), so no key: hypothesis would otherwise
+                # No example database (see profile), so no key: hypothesis would otherwise
                 # derive one from the test's source (inspect + tokenize) on every run.
                 function._hypothesis_internal_database_key = None
             marker = item.get_closest_marker("exercise")

@@ -1,21 +1,18 @@
 """Property checks replayed: the examples hypothesis generates, called again without hypothesis.
 
-Every property check runs with the grading profile's fixed seed (see ``testing`` and the plugin),
+Every property check runs with the grading profile's fixed seed (see ``profile`` and ``plugin``),
 so it gets the same examples on every check of every learner, as long as it passes: hypothesis
 decides what to generate next only from its own random draws and the statuses of earlier calls,
-and a passing check's calls all pass. Its engine costs about a millisecond per example on top of
-the check itself, most of a fast lesson's grade. So the first time a property check passes in a
-grading process, ``Replayer`` records the arguments hypothesis drew for each call (deep copies,
-taken before the call); later grades in that process, and every process forked from it (the warm
-grader warms up on the solutions, then forks a child per check), call the test body with those
-arguments directly.
+and a passing check's calls all pass. So the first time a property check passes in a grading
+process, ``Replayer`` records the arguments hypothesis drew for each call (deep copies, taken
+before the call); later grades in that process, and every process forked from it, call the test
+body with those arguments directly, without hypothesis's engine.
 
 A replay that passes every recorded example is the pass hypothesis would have given. When an
 example fails, the replay is thrown away and hypothesis runs the check itself, from its first
 example, exactly as without a recording: its failure, its "Falsifying example" note and its
 status are the grade (a call that timed out during the replay is not held against that run).
-Recordings live in the grading process; a cold check, a process of its own every time, may
-also be handed the recordings of earlier checks kept in a file (``kept_examples``).
+A cold check may be handed the recordings of earlier checks kept in a file (``kept_examples``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """What a grade reports: the ``LessonResult`` made from a pytest run's records, the result of a
 lesson file that is not graded, and the notices about the learner's folder.
 
-``runner.grade`` runs the grading tests; this module turns what the grading plugin recorded into
-the lesson's result (with the messages for a module that cannot be imported, a function whose
-signature does not match the skeleton's, an earlier lesson still unfinished), makes the result
-of a file that is missing or too large to grade, and words the notices (a file that is not valid
-UTF-8, files named like a lesson that the worker ignores). The result types themselves are
-defined in ``results``; this module only builds them.
+``assemble`` turns what the grading plugin recorded during ``runner.grade`` into the lesson's
+result, with the messages for a module that cannot be imported, a function whose signature does
+not match the skeleton's, and an earlier lesson still unfinished. The notices are about a file
+that is not valid UTF-8 and files named like a lesson that the worker ignores.
 """
 
 from __future__ import annotations
@@ -100,7 +98,7 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
     by_exercise: dict[str, list[CheckResult]] = {e.name: [] for e in lesson.exercises}
     strays = []
     mismatched = any(record.mismatched for record in plugin.records.values())
-    signatures = _skeleton_signatures(lesson) if mismatched else {}
+    signatures = skeleton_signatures(lesson) if mismatched else {}
     for record in plugin.records.values():
         check = CheckResult(
             record.name,
@@ -150,7 +148,7 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
     return result
 
 
-def _skeleton_signatures(lesson: Lesson) -> dict[str, str]:
+def skeleton_signatures(lesson: Lesson) -> dict[str, str]:
     """Each top-level function of the pristine skeleton as the learner must write its head
     (``{"linear": "linear(x, w, b=None)"}``), read from the source, not from any prose."""
     try:

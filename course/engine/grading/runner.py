@@ -1,8 +1,8 @@
 """Grade one lesson: run its tests under a trusted pytest configuration against a learner's folder.
 
-The learner's module is imported only in a worker process (see ``client``). pytest runs here with
-plugin autoloading off, the course's own ini file, no cache, no conftest from the learner's
-folder, and the grading plugin, which records results as data; ``grade_report`` turns those
+The learner's module is imported only in a worker process (see ``learner_module``). pytest runs
+here with plugin autoloading off, the course's own ini file, no cache, no conftest from the
+learner's folder, and the grading plugin, which records results as data; ``report`` turns those
 records into the lesson's result and words the notices about the learner's folder.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from course.content.catalog import Lesson
 from course.engine import integrity
-from course.engine.calls import learner_module as client
+from course.engine.calls import learner_module
 from course.engine.grading import kept_examples
 from course.engine.grading.report import (
     assemble,
@@ -91,9 +91,9 @@ def _freeze_what_is_loaded() -> None:
     """Once per process, before its first grade: the objects of every module loaded so far
     (numpy, pytest, hypothesis, the course) are left out of the garbage collector's work from
     now on (``gc.freeze``). They live as long as the process anyway, and a cold check would
-    otherwise walk them all in each full collection: one is hypothesis's, when it first seeds
-    its random generator, about 15 ms. (Not again later: what later grades leave behind must
-    stay collectable.)"""
+    otherwise walk them all in each full collection (hypothesis makes one when it first seeds
+    its random generator). Not again later: what later grades leave behind must stay
+    collectable."""
     if not _FROZEN[0]:
         import gc
 
@@ -114,7 +114,7 @@ def run_pytest(test_files: list[Path], plugins: list[object]) -> str:
     import pytest
     from hypothesis import configuration
 
-    from course.engine.grading import plugin as plugin_module  # holds the `lesson` fixture
+    from course.engine.grading import plugin  # holds the `lesson` fixture
 
     _freeze_what_is_loaded()
 
@@ -140,7 +140,7 @@ def run_pytest(test_files: list[Path], plugins: list[object]) -> str:
         os.chdir(own)
         printed = io.StringIO()
         with redirect_stdout(printed), redirect_stderr(printed):
-            code = pytest.main(_pytest_args(test_files), plugins=[*plugins, plugin_module])
+            code = pytest.main(_pytest_args(test_files), plugins=[*plugins, plugin])
         if code == pytest.ExitCode.INTERRUPTED:
             # pytest turns a ^C into an exit code; the caller (course watch, a check) must stop.
             # Learner code runs in the worker, so only a signal to this process gets here.
@@ -190,7 +190,7 @@ def grade(
             spare[0].kill()
         return oversized
     readable = landlock.readable_paths(source_dir) if sealed else None
-    learner = client.LearnerModule(source_dir, lesson.module, limits, spare, readable=readable)
+    learner = learner_module.LearnerModule(source_dir, lesson.module, limits, spare, readable=readable)
     plugin = GradingPlugin(learner)
     tests = (
         integrity.trusted(lesson.grading_tests)

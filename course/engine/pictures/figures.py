@@ -1,9 +1,8 @@
 """Picture kinds a lesson can ask for by data, beyond attention maps and shape traces: a grid
 of labelled per-head maps over several layers, a line chart, a table of measured numbers.
 
-A lesson's pictures module returns these from ``figures(module)`` (see
-``course.engine.pictures.load``); ``course show --map`` draws them after the maps (the renderer is
-``course.render.pictures.figure``). They are plain data: no rich here.
+A lesson's pictures module returns these from ``figures(module)`` (see ``load``); ``course show
+--map`` draws them after the maps with ``course.render.pictures.figure``. They are plain data.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import numpy as np
 
 from course.content.catalog import Lesson
 from course.engine.calls import errors, learner_module
-from course.engine.pictures import load as pictures
+from course.engine.pictures import load
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ Figure = HeadGrid | LineChart | NumberTable
 def figures(lesson: Lesson, source_dir: Path) -> tuple[list[Figure], str]:
     """The lesson's further pictures for the learner's file, and a one-line problem when the
     learner's code could not make them (no pictures module or no ``figures``: nothing)."""
-    module = pictures.load(lesson)
+    module = load.load(lesson)
     make = getattr(module, "figures", None)
     if not callable(make):
         return [], ""

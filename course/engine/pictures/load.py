@@ -4,13 +4,13 @@ Everything lesson-specific about pictures lives beside the lesson's grading test
 ``pictures_<module>.py`` (``Lesson.pictures``; the name does not match pytest's ``test_*.py``, so
 the grader never collects it). The module is plain trusted Python that may define:
 
-- ``MAPS``: a ``course.engine.pictures.maps.MapPipeline`` (the attention maps of ``course show --map``);
-- ``SHAPES``: a ``course.engine.pictures.shapes.ShapePlan`` (the shape trace under a failed check);
-- ``figures(module)``: further pictures (``course.engine.pictures.figures``) for ``course show --map``.
+- ``MAPS``: a ``maps.MapPipeline`` (the attention maps of ``course show --map``);
+- ``SHAPES``: a ``shapes.ShapePlan`` (the shape trace under a failed check);
+- ``figures(module)``: further pictures (``figures.figures``) for ``course show --map``.
 
 No file means no pictures. The file is read through ``integrity.trusted`` like the grading tests,
 so an edited pictures module is replaced by its pristine copy. It runs in the trusted process and
-reaches learner code only through ``client.LearnerModule``.
+reaches learner code only through ``learner_module.LearnerModule``.
 """
 
 from __future__ import annotations

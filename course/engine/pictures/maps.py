@@ -3,10 +3,10 @@ reference weights, with the rows that cannot be right flagged.
 
 The example is a six-token sentence under a causal mask (``Example``). Which of the learner's
 functions make the weights, and what the reference is, belongs to the lesson: its pictures
-module declares a ``MapPipeline`` (see ``course.engine.pictures.load``). The learner's functions run
-in the worker, as in a check; the reference is computed here by short trusted code. A row is
-flagged when it holds NaN, when it does not sum to 1 (a fully masked row must sum to 0), or when
-it puts weight on a key the mask forbids.
+module declares a ``MapPipeline`` (see ``load``). The learner's functions run in the worker, as
+in a check; the reference is computed here by short trusted code. A row is flagged when it
+holds NaN, when it does not sum to 1 (a fully masked row must sum to 0), or when it puts weight
+on a key the mask forbids.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from course.content.catalog import Lesson
 from course.engine.calls import errors, learner_module
-from course.engine.pictures import load as pictures
+from course.engine.pictures import load
 
 TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 T = len(TOKENS)
@@ -87,7 +87,7 @@ class AttentionMaps:
     kv_heads: list[int] | None = None  # GQA: the key/value head each query head reads
     problem: str = ""  # why the learner's maps could not be computed
     flags: list[tuple[int, int, str]] = field(default_factory=list)  # (head, row, what)
-    figures: list = field(default_factory=list)  # further pictures (course.engine.pictures.figures)
+    figures: list = field(default_factory=list)  # further pictures (figures.Figure)
     figures_problem: str = ""  # why the learner's code could not make them
 
     def wrong(self) -> bool:
@@ -150,7 +150,7 @@ def flag_rows(weights: np.ndarray, allowed: np.ndarray) -> list[tuple[int, int, 
 def attention_maps(lesson: Lesson, source_dir: Path) -> AttentionMaps:
     """The maps of ``lesson`` for the learner's file, as its pictures module asks."""
     maps = AttentionMaps(lesson=lesson.module)
-    pipeline = pictures.part(lesson, "MAPS", MapPipeline)
+    pipeline = load.part(lesson, "MAPS", MapPipeline)
     if pipeline is None:
         maps.problem = f"Lesson {lesson.id} has no attention weights to draw."
         return maps

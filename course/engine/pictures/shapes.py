@@ -2,13 +2,13 @@
 split, attention, concat, output, ...) beside the shapes expected there.
 
 What to run and what to expect belongs to the lesson: its pictures module declares a
-``ShapePlan`` (see ``course.engine.pictures.load``): the sizes of its example by dimension letter (all
-different, so a swapped axis shows), the points in the order of the formula with the function
-whose result each is and its expected shape in letters, and ``run``, which calls the learner's
-code once on that example and returns the calls it recorded (``traced`` records every call the
-learner's function makes to their earlier lessons, ``direct`` one call of the lesson's own
-function). A shape that is a permutation of the expected one is named as such: "a transpose is
-missing or the axes are in the wrong order".
+``ShapePlan`` (see ``load``): the sizes of its example by dimension letter (all different, so a
+swapped axis shows), the points in the order of the formula with the function whose result each
+is and its expected shape in letters, and ``run``, which calls the learner's code once on that
+example and returns the calls it recorded (``traced`` records every call the learner's function
+makes to their earlier lessons, ``direct`` one call of the lesson's own function). A shape that
+is a permutation of the expected one is named as such: "a transpose is missing or the axes are
+in the wrong order".
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from course.content.catalog import Lesson
 from course.engine.calls import errors, learner_module, replies
-from course.engine.pictures import load as pictures
+from course.engine.pictures import load
 
 RAISED = ("raised",)  # a recorded call that raised instead of returning
 
@@ -240,7 +240,7 @@ def _why(yours: tuple, expected: tuple) -> str:
 
 def plan_of(lesson: Lesson) -> ShapePlan | None:
     """The lesson's shape plan, or None when it has no shape trace."""
-    return pictures.part(lesson, "SHAPES", ShapePlan)
+    return load.part(lesson, "SHAPES", ShapePlan)
 
 
 def shape_trace(lesson: Lesson, source_dir: Path) -> ShapeTrace | None:

@@ -7,9 +7,9 @@ test supplies (``mistakes``), the name of that mistake.
 
 A classic mistake is a ``Mistake``: an id (data, stable, what the JSON and the misconception
 registry refer to), the sentence a learner reads (``says``), and optionally the id of the named
-misconception it shows (``course/content/misconceptions.toml``). Nothing downstream reads the sentence.
-Mistakes and their diagnosis live in ``mistakes``, the hypothesis profile and ``GRADING_SEED`` in
-``grading_profile``; both are re-exported here, where the grading tests import them from.
+misconception it shows (``course/content/misconceptions.toml``). Nothing downstream reads the
+sentence. Mistakes and their diagnosis (``mistakes``) and the hypothesis profile with
+``GRADING_SEED`` (``profile``) are re-exported here, and from here by ``course.engine.testing``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 
 from course.engine.testing.mistakes import KnownMistake as KnownMistake
 from course.engine.testing.mistakes import Mistake as Mistake
-from course.engine.testing.mistakes import Mistakes, _declared, _fail, diagnose
+from course.engine.testing.mistakes import Mistakes, diagnose, ensure_declared, failure
 from course.engine.testing.mistakes import named_by_code as named_by_code
 from course.engine.testing.profile import GRADING_SEED as GRADING_SEED
 from course.engine.testing.profile import settings as settings
@@ -96,10 +96,10 @@ def _differences(actual: np.ndarray, expected: np.ndarray, wrong: np.ndarray) ->
     return lines
 
 
-def _close(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> Any:
+def isclose(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> Any:
     """``np.isclose(actual, expected, rtol, atol, equal_nan=True)`` for two float64 arrays and
-    finite tolerances, its very formula without its checks of types and tolerances (a fifth
-    of its cost: grading tests compare a few hundred small arrays a grade)."""
+    finite tolerances: its very formula without its checks of types and tolerances, which cost
+    more than the comparison itself on the small arrays grading tests compare many times a grade."""
     close = (np.abs(actual - expected) <= atol + rtol * np.abs(expected)) & np.isfinite(expected) | (
         actual == expected
     )
@@ -122,7 +122,7 @@ def check_array(
     ``what`` names the call (``"linear(x, w, b)"``); ``dims`` gives the expected axes as
     letters (``"B T D"``); ``dtype`` is the dtype the answer must have (default: expected's).
     """
-    _declared(mistakes)
+    ensure_declared(mistakes)
     expected = np.asarray(expected)
     letters = tuple(dims.split())
     assert len(letters) == expected.ndim, "grader bug: dims and expected disagree"
@@ -134,7 +134,7 @@ def check_array(
         )
 
     def named(message: str) -> AssertionError:
-        return _fail(message, diagnose(actual, mistakes))  # variants computed only on failure
+        return failure(message, diagnose(actual, mistakes))  # variants computed only on failure
 
     if actual.shape != expected.shape:
         reads = ""
@@ -163,7 +163,7 @@ def check_array(
     atol = default_atol if atol is None else atol
     with np.errstate(all="ignore"):
         a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
-        close = _close(a64, e64, rtol, atol)
+        close = isclose(a64, e64, rtol, atol)
         if close.all():
             return
         error = np.abs(a64 - e64)

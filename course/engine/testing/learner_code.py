@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 MOST_LINES = 200  # statements of one function that are read back
-LARGEST_FILE = 2**20  # as grade_report.LESSON_FILE_LIMIT: a larger file is not read
+LARGEST_FILE = 2**20  # as report.LESSON_FILE_LIMIT: a larger file is not read
 
 
 @lru_cache(maxsize=16)

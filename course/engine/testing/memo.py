@@ -1,19 +1,13 @@
 """Remembered oracles: a grading test's reference computation done once per input, not per check.
 
-A grading test compares the learner's answer with an oracle (a plain loop, a float64 reference)
-on inputs the test makes itself from fixed seeds, so the same oracle sees the same inputs on every
-check. Some oracles are slow (lesson 11's loops over heads and tokens, lesson 13's (T, S) scores
-at S = 32,768): computed afresh they are most of a check's time. ``@remembered`` keeps an
-oracle's results, keyed by a digest of its arguments' exact contents (dtype, shape and bytes of
-every array, every other value by type and repr), in the grading process: the warm grader fills
-it while it warms up on the solutions, and every process it forks (a check, a lesson of
-``--all``, a class's grader) starts with it filled.
-
-Only the grader's own process holds it (learner code runs in workers), and a key is the exact
-contents, so a remembered result is the one the oracle would compute. Results are handed out
-read-only (arrays) or rebuilt (lists, dicts), so a test that changed one could not change the
-next check's; an argument the digest cannot describe (an object it does not know) is simply
-not remembered.
+An oracle (a plain loop, a float64 reference) sees the same inputs, made from fixed seeds, on
+every check, and some oracles are slow (lesson 11's loops over heads and tokens, lesson 13's
+(T, S) scores). ``@remembered`` keeps an oracle's results in the grader's own process (learner
+code runs in workers), keyed by a digest of its arguments' exact contents, so a remembered
+result is the one the oracle would compute. The warm grader fills it while it warms up on the
+solutions, and every process it forks starts with it filled. Results are handed out read-only
+(arrays) or rebuilt (lists, dicts), so one check cannot change the next one's; an argument the
+digest cannot describe is simply not remembered.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 A ``Mistake`` is an id (data: the JSON's ``mistake_id``), the sentence a learner reads, and
 optionally the named misconception it shows. ``diagnose`` matches a wrong answer to the variants
 a grading test supplies; ``named_by_code`` matches the learner's code around an error to patterns.
-Kept apart from the comparisons of ``testing`` (which re-exports all of it for the grading tests):
-this is what a mistake is and how one is recognised, not how an answer is compared.
+``compare`` re-exports all of it for the grading tests.
 """
 
 from __future__ import annotations
@@ -89,7 +88,8 @@ class KnownMistake(AssertionError):
         self.mistake = mistake
 
 
-def _fail(message: str, mistake: Mistake | None) -> AssertionError:
+def failure(message: str, mistake: Mistake | None) -> AssertionError:
+    """The failure of a check: a ``KnownMistake`` naming ``mistake`` when there is one."""
     if mistake is not None:
         return KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
     return AssertionError(message)
@@ -111,7 +111,7 @@ def _matches(actual: np.ndarray, candidate: Any, rtol: float, atol: float) -> bo
         )
 
 
-def _declared(mistakes: Mistakes | None) -> None:
+def ensure_declared(mistakes: Mistakes | None) -> None:
     """Every key of ``mistakes`` is a Mistake: checked on every call, so a grading test that
     names a mistake by a bare sentence fails when the solutions are graded, not only when a
     learner happens to make that mistake."""
@@ -128,7 +128,7 @@ def diagnose(
     ``mistakes`` maps each Mistake to the array it produces (or a callable that computes it, so
     costly variants are only computed when the answer is wrong).
     """
-    _declared(mistakes)
+    ensure_declared(mistakes)
     if not mistakes or not isinstance(actual, np.ndarray):
         return None
     for mistake, variant in mistakes.items():
@@ -152,7 +152,7 @@ def named_by_code(
     (``k.T`` on a batched k, a cache concatenated on the wrong axis) in ``CODE_MISTAKES =
     {Mistake: pattern}``; the plugin applies it to every check that ended in the learner's
     exception. The patterns read the learner's code (data), never an error message."""
-    _declared(patterns)
+    ensure_declared(patterns)
     for mistake, wanted in (patterns or {}).items():
         every = (wanted,) if isinstance(wanted, str) else wanted
         if all(any(re.search(pattern, line) for line in code) for pattern in every):

@@ -1,8 +1,7 @@
 """The hypothesis profile grades run under ("grading"), and the seed every property check draws from.
 
-Registered when this module is imported (``testing`` imports it, and every grade imports
-``testing``). Kept apart from the comparisons of ``testing`` because it is set-up of a library,
-not feedback: what it does to hypothesis's internals is here and nowhere else.
+Registered when this module is imported: ``compare`` imports it, and the grading plugin imports
+``compare`` before any test runs.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ try:  # hypothesis is a dependency, but the engine must not fall over if it is m
         deadline=None,  # time is limited by the worker's own limits
         max_examples=10,
         # No shrinking: a failing property would otherwise re-call the learner's code hundreds
-        # of times (seconds per check) to find a smaller example.
+        # of times to find a smaller example.
         phases=(Phase.explicit, Phase.reuse, Phase.generate),
         print_blob=False,
         suppress_health_check=list(HealthCheck),
@@ -34,9 +33,9 @@ def _examples_from_the_seed_alone() -> None:
     """Hypothesis mixes into what it draws (one draw in twenty) constants read from the source
     of every "local" module loaded in the process: which modules happen to be loaded, and
     whether the course runs from a clone (local) or a wheel (site-packages), would change a
-    grade's examples, and reading them costs about 100 ms of the first check. The grading
-    examples come from the profile and the seed alone: that pool is kept empty (hypothesis has
-    no setting for it; without the internals named here nothing changes)."""
+    grade's examples, and reading them slows the first check. The grading examples come from
+    the profile and the seed alone: that pool is kept empty (hypothesis has no setting for it;
+    without the internals named here nothing changes)."""
     try:
         from hypothesis.internal.conjecture import providers
         from hypothesis.internal.constants_ast import Constants

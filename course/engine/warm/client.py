@@ -1,12 +1,11 @@
 """Calling the warm grader: a check's request sent to the background process that keeps pytest,
-hypothesis and numpy imported (``serving``), or that process started.
+hypothesis and numpy imported (``server``), or that process started.
 
-A cold ``course check`` spends most of its time importing; the checks themselves take a tenth of
-a second. So the first check also starts the warm grader (detached, one per user and course
-build: see ``serving`` for what it does), and later checks send it their request over a Unix
-socket. This side is standard library only, so a warm check never imports numpy: ``course
-check`` imports it before it sends its request, and a check answered from the result cache
-imports it for ``fingerprint`` alone.
+A cold ``course check`` spends most of its time importing. So the first check also starts the
+warm grader (detached, one per user and course build: see ``server`` for what it does), and
+later checks send it their request over a Unix socket. This side is standard library only, so a
+warm check never imports numpy: ``course check`` imports this module before it sends its
+request, and a check answered from the result cache imports it for ``fingerprint`` alone.
 
 The socket's name carries a fingerprint of the course's files, so a changed course is never
 graded by an old server. Anything unexpected on the way (no server, a refused connection, a
@@ -38,7 +37,7 @@ from pathlib import Path
 from course.engine.warm import private_socket
 
 PACKAGE = Path(__file__).resolve().parents[2]
-REQUEST_SECONDS = 75.0  # above the 60 s a whole check may take (limits.Limits.run_seconds)
+REQUEST_SECONDS = 75.0  # above the time a whole check may take (limits.Limits.run_seconds)
 
 
 def enabled() -> bool:
@@ -51,8 +50,8 @@ _REUSE_FOR = 2.0  # seconds: a check asks twice (its cache key, the socket); a w
 
 def fingerprint(again: bool = True) -> str:
     """A digest of the interpreter and of every course file the grade depends on. ``again``
-    False: the one this process computed in the last two seconds, if any (a check reads the
-    build twice within milliseconds; the server, watching for a changed build, always
+    False: the one this process computed within the last ``_REUSE_FOR`` seconds, if any (a
+    check reads the build twice in a row; the server, watching for a changed build, always
     computes it again)."""
     if not again and _LAST and time.monotonic() - _LAST[0][0] < _REUSE_FOR:
         return _LAST[0][1]
@@ -188,7 +187,7 @@ def start_in_background() -> None:
 
 
 # -I ignores PYTHONPATH, the user's site-packages and the current folder, so the server is told
-# where the course lives (as the worker is: see processes.py).
+# where the course lives (as the sandbox's keeper is: see course/engine/sandbox/process.py).
 _BOOT = (
     f"import sys; sys.path.insert(0, {str(PACKAGE.parent)!r}); "
     "from pathlib import Path; from course.engine.warm.server import serve; "

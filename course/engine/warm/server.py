@@ -1,14 +1,14 @@
 """The warm grader itself: the background process that keeps pytest, hypothesis and numpy
 imported and grades the requests a check sends it (the calling side, which starts it with
-``python -I`` in a private folder, is ``server``; its docstring says why and how it is safe).
+``python -I`` in a private folder, is ``client``; its docstring says why and how it is safe).
 
-    serve: imports everything, grades each lesson once to warm every code path, then keeps one
-           *ready child* forked: a copy of itself that has already started a blank worker and
-           waits in accept(). A request is graded by that child, with the same ``runner.grade``
-           as a cold check (several lessons side by side: ``side_by_side``), and the child
-           exits; the server forks the next ready child.
+``serve`` imports everything, grades each lesson once to warm every code path, then keeps one
+*ready child* forked: a copy of itself that has already started a blank worker and waits in
+accept(). A request is graded by that child, with the same ``runner.grade`` as a cold check
+(several lessons side by side: ``side_by_side``), and the child exits; the server forks the next
+ready child.
 
-A server serves one course build, the one whose fingerprint (``server.fingerprint``) names its
+A server serves one course build, the one whose fingerprint (``client.fingerprint``) names its
 socket: it exits as soon as the course's files change, on a stop request, and after
 ``IDLE_SECONDS`` without a request. A request from another user is graded nothing and stops
 nothing (``private_socket.peer_is_us``).

@@ -7,9 +7,8 @@ measured), in a pipe every forked process reads from: a process takes the next l
 is done with its last one, so a lesson that costs more or less than the warm-up said never
 leaves one core idle while the other works through a fixed share. Each grades its lessons with
 ``runner.grade`` exactly as a single check does (a worker of its own per lesson, its own pytest
-session) and sends each result back (``forked``); a process's first grade pays for copying the
-pages it writes after the fork, its later ones do not. A result that does not arrive is None
-(the command then grades that lesson itself).
+session) and sends each result back (``forked``). A result that does not arrive is None (the
+command then grades that lesson itself).
 """
 
 from __future__ import annotations
