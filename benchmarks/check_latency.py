@@ -154,9 +154,9 @@ def main() -> int:
             print("course check 3 did not pass on the solved workspace:\n" + check.stdout.decode())
             return 2
         os.environ.update(XDG_RUNTIME_DIR=env["XDG_RUNTIME_DIR"])
-        from course.engine.warm import client as server
+        from course.engine.warm import client
 
-        if not server.ready(timeout=120):  # the check above started it
+        if not client.ready(timeout=120):  # the check above started it
             print("the warm grader did not start")
             return 2
         l03, l01 = root / "solved" / "l03_attention.py", root / "fresh" / "l01_projections.py"
@@ -183,7 +183,7 @@ def main() -> int:
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
             old = dict(env, PYTHONPATH=str(tree))
             subprocess.run([*COURSE, "check", "3"], cwd=root / "solved", capture_output=True, env=old)
-            waited = (  # a baseline from before the engine's packages had engine/server.py
+            waited = (  # a baseline from before course/engine/warm/ (course/engine/server.py)
                 "import sys\ntry:\n    from course.engine.warm import client\n"
                 "except ImportError:\n    from course.engine import server as client\n"
                 "sys.exit(not client.ready(120))"
@@ -216,7 +216,7 @@ def main() -> int:
                 print(f"round {round_ + 1}/{args.runs} done", file=sys.stderr)
         finally:
             watch.close()
-        server.stop()
+        client.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(times)

@@ -4,7 +4,7 @@ import tomllib
 
 import pytest
 
-from course.content.catalog import CATALOG_FILE, CatalogError, UnknownLesson, _parse, load_catalog
+from course.content.catalog import CATALOG_FILE, CatalogError, UnknownLesson, catalog_from_data, load_catalog
 
 CATALOG = load_catalog()
 
@@ -88,13 +88,13 @@ def test_a_malformed_catalog_is_refused_in_one_line_that_says_where(break_it, wo
     data = catalog_data()
     break_it(data)
     with pytest.raises(CatalogError) as caught:
-        _parse(data)
+        catalog_from_data(data)
     message = str(caught.value)
     assert words in message and "\n" not in message
 
 
 def test_the_shipped_catalog_is_valid():
-    assert _parse(catalog_data()) == CATALOG
+    assert catalog_from_data(catalog_data()) == CATALOG
 
 
 def test_the_catalog_is_read_from_its_json_copy_only_while_the_toml_is_unchanged(tmp_path, monkeypatch):
@@ -126,7 +126,7 @@ def test_the_catalog_is_read_from_its_json_copy_only_while_the_toml_is_unchanged
     copy.unlink()
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as Python writes no bytecode then
     assert catalog_module._data(toml) == first and not copy.exists()
-    parsed = catalog_module._parse(first)
+    parsed = catalog_module.catalog_from_data(first)
     assert pickle.loads(pickle.dumps(parsed)) == parsed
 
 

@@ -219,10 +219,10 @@ def test_only_a_learners_cached_check_keeps_examples(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "grade", fake_grade)
     folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())
-    actions.grade(lesson(), folder)
-    actions.grade(lesson(), folder, fresh=True)
+    actions.grade_lesson(lesson(), folder)
+    actions.grade_lesson(lesson(), folder, fresh=True)
     monkeypatch.setenv("COURSE_CACHE", "off")
-    actions.grade(lesson(), folder)
+    actions.grade_lesson(lesson(), folder)
     path, build = given[0]
     assert path == result_cache.examples_file(LESSON)
     assert path.parent.parent == tmp_path / "cache" / "attention-course" and build
@@ -255,10 +255,10 @@ def test_learner_code_cannot_write_the_kept_examples(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_CACHE", "on")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = solutions_with(tmp_path, LESSON, (SOLUTIONS / f"{LESSON}.py").read_text())
-    assert actions.grade(lesson(), folder).passed  # writes the kept examples
+    assert actions.grade_lesson(lesson(), folder).passed  # writes the kept examples
     kept = result_cache.examples_file(LESSON)
     written = kept.read_bytes()
     (folder / f"{LESSON}.py").write_text((SOLUTIONS / f"{LESSON}.py").read_text() + WRITER)
-    result = actions.grade(lesson(), folder)
+    result = actions.grade_lesson(lesson(), folder)
     assert "refused" in result.output and result.passed
     assert kept.read_bytes() == written

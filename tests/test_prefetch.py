@@ -49,7 +49,7 @@ def test_a_started_grading_of_other_lessons_is_dropped_and_the_lessons_graded_an
     folder = solutions_with(tmp_path, "l02_softmax", (SOLUTIONS / "l02_softmax.py").read_text())
     ours, theirs = socket.socketpair()
     started = prefetch.Started(["l01_projections"], folder.resolve(), False, "", [None], [None], ours)
-    results = actions.grade_many([lesson("l02_softmax")], folder, started=started)
+    results = actions.grade_lessons([lesson("l02_softmax")], folder, started=started)
     assert [result.lesson for result in results] == ["l02_softmax"] and results[0].passed
     assert started.connection is None and theirs.recv(1) == b""  # closed: its answer is not read
     theirs.close()

@@ -13,8 +13,7 @@ from course.content.catalog import load_catalog
 from course.engine.grading import runner
 from course.engine.results import LessonResult
 from course.instructor.classroom import exports
-from course.workspace import actions as progress
-from course.workspace import result_cache
+from course.workspace import actions, result_cache
 from tests.helpers import SOLUTIONS
 
 L01 = "l01_projections"
@@ -51,31 +50,31 @@ def entry_file(cache_home: Path) -> Path:
 
 def test_an_unchanged_lesson_is_not_graded_again_and_any_byte_changed_in_the_folder_regrades(cached):
     workspace, graded = cached
-    first = progress.grade(lesson(), workspace)
-    again = progress.grade(lesson(), workspace)
+    first = actions.grade_lesson(lesson(), workspace)
+    again = actions.grade_lesson(lesson(), workspace)
     assert first.passed and again.passed and graded == [L01]
     assert [e.status for e in again.exercises] == [e.status for e in first.exercises]
     with open(workspace / "l02_softmax.py", "a") as other:  # another lesson's file: l01 may import it
         other.write("\n# changed\n")
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     (workspace / "notes.txt").write_text("a file added next to the lessons\n")
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     (workspace / "helpers").mkdir()  # a package of the learner's own, which a lesson may import
     (workspace / "helpers" / "__init__.py").write_text("SCALE = 1\n")
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     (workspace / "helpers" / "__init__.py").write_text("SCALE = 2\n")
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     (workspace / ".course" / "anything").parent.mkdir(exist_ok=True)
     (workspace / ".course" / "anything").write_text("progress, backups: not what grades depend on\n")
-    progress.grade(lesson(), workspace)
-    progress.grade(lesson(), workspace, fresh=True)
+    actions.grade_lesson(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace, fresh=True)
     assert graded == [L01] * 6
 
 
 def test_the_cache_lives_outside_the_workspace_in_a_folder_only_we_may_enter(cached, tmp_path):
     workspace, _ = cached
     before = sorted(os.listdir(workspace))
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     assert sorted(os.listdir(workspace)) == before
     folder = entry_file(tmp_path / "cache").parent
     assert folder.stat().st_mode & 0o077 == 0
@@ -86,8 +85,8 @@ def test_a_cache_folder_others_may_enter_is_not_used(cached, tmp_path):
     workspace, graded = cached
     (tmp_path / "cache" / "attention-course").mkdir(parents=True)
     os.chmod(tmp_path / "cache" / "attention-course", 0o777)
-    progress.grade(lesson(), workspace)
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     assert graded == [L01, L01]
     assert not list((tmp_path / "cache").rglob("*.json"))
 
@@ -105,13 +104,13 @@ FORGERIES = {
 
 def test_a_corrupt_or_forged_entry_is_ignored_and_the_lesson_graded(cached, tmp_path):
     workspace, graded = cached
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     entry = entry_file(tmp_path / "cache")
     genuine = json.loads(entry.read_bytes())
     for name, forge in FORGERIES.items():
         entry.write_bytes(forge(genuine))
         graded.clear()
-        assert progress.grade(lesson(), workspace).passed, name
+        assert actions.grade_lesson(lesson(), workspace).passed, name
         assert graded == [L01], name
 
 
@@ -119,7 +118,7 @@ def forge_a_pass_for_a_failing_file(workspace: Path, tmp_path: Path) -> None:
     """The entry a local attacker could write: the current key, a pass for a broken file."""
     source = (SOLUTIONS / f"{L01}.py").read_text()
     (workspace / f"{L01}.py").write_text(source.replace("out = out + b", "pass"))
-    progress.grade(lesson(), workspace)
+    actions.grade_lesson(lesson(), workspace)
     entry = entry_file(tmp_path / "cache")
     data = json.loads(entry.read_text())
     passed = runner.grade(lesson(), SOLUTIONS).to_dict()
@@ -129,8 +128,8 @@ def forge_a_pass_for_a_failing_file(workspace: Path, tmp_path: Path) -> None:
 def test_fresh_as_github_classroom_runs_it_never_reads_the_cache(cached, tmp_path):
     workspace, _ = cached
     forge_a_pass_for_a_failing_file(workspace, tmp_path)
-    assert progress.grade(lesson(), workspace).passed  # the learner's own cache, trusted locally
-    assert not progress.grade(lesson(), workspace, fresh=True).passed
+    assert actions.grade_lesson(lesson(), workspace).passed  # the learner's own cache, trusted locally
+    assert not actions.grade_lesson(lesson(), workspace, fresh=True).passed
     assert "--fresh" in exports.check_command(lesson()).split()
 
 
@@ -184,12 +183,12 @@ from pathlib import Path
 
 def forge():
     """Write a pass for lesson 2 into the cache, with the key its unchanged files will have."""
-    from course.engine.warm import client as server
+    from course.engine.warm import client
     from course.workspace import result_cache
 
     folder = Path(__file__).resolve().parent
     module = "l02_softmax"
-    key = result_cache.key(folder, module, server.fingerprint())
+    key = result_cache.key(folder, module, client.fingerprint())
     entry = result_cache._entry(folder, module)  # makes the folder, if it may
     entry = entry or Path(result_cache.os.environ["XDG_CACHE_HOME"]) / "attention-course/results/x.json"
     passed = {"lesson": module, "status": "passed", "exercises": []}
@@ -207,8 +206,8 @@ def test_learner_code_cannot_write_a_grade_into_the_cache(cached, tmp_path):
     source = (SOLUTIONS / f"{L01}.py").read_text()
     forging = source.replace("def linear(x, w, b=None):\n", "def linear(x, w, b=None):\n    forge()\n", 1)
     (workspace / f"{L01}.py").write_text(forging + FORGER)
-    result = progress.grade(lesson(), workspace)
+    result = actions.grade_lesson(lesson(), workspace)
     assert "refused" in result.output  # the worker may write no file (see course/engine/sandbox/landlock.py)
     assert not list((tmp_path / "cache").rglob("x.json"))
-    progress.grade(lesson("l02_softmax"), workspace)
+    actions.grade_lesson(lesson("l02_softmax"), workspace)
     assert graded == [L01, "l02_softmax"]  # lesson 2 was graded, not answered by a forged entry

@@ -20,10 +20,10 @@ def runtime(monkeypatch):
     folder = tempfile.mkdtemp(prefix="srv", dir="/tmp")
     monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
     monkeypatch.setenv("COURSE_SERVER", "on")
-    from course.engine.warm import client as server
+    from course.engine.warm import client
 
-    yield server
-    server.stop()
+    yield client
+    client.stop()
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -144,9 +144,9 @@ def test_a_socket_that_answers_nonsense_is_ignored_and_the_check_grades_here(run
 def test_no_server_is_used_or_started_when_switched_off(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setenv("COURSE_SERVER", "off")
-    from course.engine.warm import client as server
+    from course.engine.warm import client
 
-    assert not server.enabled()
+    assert not client.enabled()
 
 
 def test_stopping_the_server_leaves_no_scratch_folder_behind(runtime, tmp_path, monkeypatch):

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from course.engine.warm import client as server
-from course.engine.warm import private_socket
+from course.engine.warm import client, private_socket
 from tests.helpers import SOLUTIONS
 
 ROOT = os.getuid() == 0
@@ -97,7 +96,7 @@ class Forger:
 
 
 def our_name(base: Path, uid: int) -> Path:
-    return base / f"attention-course-{uid}" / f"grader-{server.fingerprint()}.sock"
+    return base / f"attention-course-{uid}" / f"grader-{client.fingerprint()}.sock"
 
 
 def test_the_warm_grader_never_imports_a_module_planted_in_the_temporary_folder(base, monkeypatch):
@@ -107,15 +106,15 @@ def test_the_warm_grader_never_imports_a_module_planted_in_the_temporary_folder(
     monkeypatch.setenv("TMPDIR", str(planted))
     monkeypatch.setattr(tempfile, "tempdir", None)
     try:
-        server.start_in_background()
+        client.start_in_background()
         deadline = time.monotonic() + 90
-        while not canary.exists() and not server.ready(timeout=0.5) and time.monotonic() < deadline:
+        while not canary.exists() and not client.ready(timeout=0.5) and time.monotonic() < deadline:
             pass
         assert not canary.exists(), "the warm grader imported numpy.py from the temporary folder"
-        assert server.request("l01_projections", SOLUTIONS, timeout=60) is not None
+        assert client.request("l01_projections", SOLUTIONS, timeout=60) is not None
         assert not canary.exists(), "a grade of the warm grader imported the planted numpy.py"
     finally:
-        server.stop()
+        client.stop()
         shutil.rmtree(planted, ignore_errors=True)
 
 
@@ -125,7 +124,7 @@ def test_without_a_runtime_folder_the_socket_lives_in_the_temporary_folder_TMPDI
     monkeypatch.setenv("TMPDIR", str(short))
     monkeypatch.setattr(tempfile, "tempdir", None)
     try:
-        path = server.socket_path()
+        path = client.socket_path()
         assert path is not None and path.parent == short / f"attention-course-{os.getuid()}"
         assert (path.parent.stat().st_mode & 0o777) == 0o700
     finally:
@@ -140,10 +139,10 @@ def test_a_socket_folder_another_user_made_first_is_never_used_and_hears_nothing
         forger = Forger(our_name(base, real + 1000), folder_mode="700")
         monkeypatch.setattr(os, "getuid", lambda: real + 1000)
     try:
-        assert server.socket_path() is None
-        assert server.request("l01_projections", SOLUTIONS, timeout=5) is None
-        assert not server.stop() and not server.ready(timeout=0.5)
-        server.start_in_background()  # does nothing: no folder of ours to serve in
+        assert client.socket_path() is None
+        assert client.request("l01_projections", SOLUTIONS, timeout=5) is None
+        assert not client.stop() and not client.ready(timeout=0.5)
+        client.start_in_background()  # does nothing: no folder of ours to serve in
     finally:
         heard = forger.requests()
     assert heard == 0, "the grader sent a request to a socket in someone else's folder"
@@ -173,7 +172,7 @@ def test_a_check_with_a_socket_folder_open_to_others_is_graded_here_not_by_the_f
 
 
 def test_a_server_of_another_user_behind_our_socket_is_not_believed(base, monkeypatch):
-    path = server.socket_path()
+    path = client.socket_path()
     assert path is not None  # our private folder
     if ROOT:  # nobody's server, moved into our folder under our name and owner
         elsewhere = base / "theirs" / "grader.sock"
@@ -181,8 +180,8 @@ def test_a_server_of_another_user_behind_our_socket_is_not_believed(base, monkey
         os.rename(elsewhere, path)
         os.chown(path, 0, 0)
         try:
-            assert server.request("l01_projections", SOLUTIONS, timeout=5) is None
-            assert not server.ready(timeout=0.5)
+            assert client.request("l01_projections", SOLUTIONS, timeout=5) is None
+            assert not client.ready(timeout=0.5)
         finally:
             heard = forger.requests()
         assert heard == 0, "the grader sent a request before checking who answers"

@@ -2,7 +2,7 @@
 how they read: `course list`, `course next` (a new lesson), `course check` (a classic
 mistake), `course show N --map` of every lesson whose pictures draw figures (its measured
 results) and `course bench 6`, on solved lessons.
-Screens are built from the same progress and render functions the commands use, on a
+Screens are built from the same workspace actions and render functions the commands use, on a
 throw-away workspace, 80 columns wide.
 
     python tools/capture_screens.py [OUT_DIR]     (default: docs/screens)
@@ -19,16 +19,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from course.bench import run as bench
+from course.bench.run import run_bench
 from course.content.catalog import load_catalog
-from course.engine.pictures import load as pictures
+from course.engine.pictures.load import load as load_pictures
 from course.render import bench as render_bench
-from course.render import pictures as render_maps
-from course.render import screens as render
+from course.render import pictures as render_pictures
+from course.render import screens
 from course.render.lessons import lesson_list
-from course.workspace import actions as progress
+from course.workspace import actions, state
 from course.workspace import folder as ws
-from course.workspace import state
 from course.workspace.session import Session, open_session
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,18 +66,20 @@ def main(out: Path) -> int:
     (folder / "l03_attention.py").write_text(mistaken("l03_attention", "mask_minus_1e9"))
     session = open_session(str(folder))
     for lesson in catalog.lessons[:2]:
-        progress.check(session, lesson)
+        actions.check(session, lesson)
     third = catalog.resolve("3")
-    save("check", render.result_screen(third, progress.check(session, third), session), out)
+    save("check", screens.result_screen(third, actions.check(session, third), session), out)
     save("list", lesson_list(session), out)
     (folder / "l03_attention.py").write_text((REPO / "solutions" / "l03_attention.py").read_text())
-    save("next", render.next_screen(progress.next_step(session), session), out)
+    save("next", screens.next_screen(actions.next_step(session), session), out)
     for lesson in catalog.available():
         (folder / lesson.file_name).write_text((REPO / "solutions" / lesson.file_name).read_text())
     for lesson in catalog.available():
-        drawn = pictures.load(lesson)
+        drawn = load_pictures(lesson)
         if drawn is not None and callable(getattr(drawn, "figures", None)):  # results to show
-            save(f"show_{lesson.id}", render_maps.maps_screen(progress.attention_maps(session, lesson)), out)
+            save(
+                f"show_{lesson.id}", render_pictures.maps_screen(actions.attention_maps(session, lesson)), out
+            )
     capture_bench(session, out)
     return 0
 
@@ -86,8 +87,8 @@ def main(out: Path) -> int:
 def capture_bench(session: Session, out: Path) -> None:
     """`course bench 6` on the solved lesson 6 (its numbers are this machine's, this run's)."""
     sixth = session.catalog.resolve("6")
-    if progress.check(session, sixth).passed:
-        save("bench_6", render_bench.bench_screen(bench.run_bench(session, sixth)), out)
+    if actions.check(session, sixth).passed:
+        save("bench_6", render_bench.bench_screen(run_bench(session, sixth)), out)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 PyTorch is installed, against torch's own attention, with GFLOP/s beside this machine's matmul
 rate, and for lesson 13 the peak memory beside the full-matrix attention of lesson 3.
 
-The learner's code runs only in the course's worker (``learner_module.LearnerModule``), on a copy of
-their lesson files plus ``bench_harness``, which times the calls in that process: learner code
-could forge those numbers (or slow the reference down from a thread it leaves running), which
-would only fool the learner (a bench grades nothing). The reference runs the same way on a copy
-of the solutions, in a worker with no learner code; the matmul rate and torch are timed here.
+The learner's code runs only in the course's worker
+(``course.engine.calls.learner_module.LearnerModule``), on a copy of their lesson files plus
+``course.bench.harness``, which times the calls in that process: learner code could forge
+those numbers (or slow the reference down from a thread it leaves running), which would only
+fool the learner (a bench grades nothing). The reference runs the same way on a copy of the
+solutions, in a worker with no learner code; the matmul rate and torch are timed here.
 Rows are plain data; ``course.render.bench`` draws them.
 """
 
@@ -27,7 +28,7 @@ from course.bench.advice import FULL, REFERENCE, TORCH, YOURS, Row, advise
 from course.content import resources
 from course.content.catalog import Catalog, Lesson
 from course.engine.results import PASSED
-from course.workspace.actions import Session
+from course.workspace.session import Session
 
 HARNESS = "course_bench_harness"
 PROBE = 16  # tokens (the cached length for lesson 9) of the heads probe

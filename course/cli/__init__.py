@@ -3,7 +3,8 @@
 ``main`` hands the learner's everyday commands (list, next, check, with the options they
 declare) to ``course.cli.quick``, which runs them without importing typer; everything else goes
 to the typer app (``course.cli.commands``, also reachable here as ``course.cli.app``). Commands
-call ``progress`` and the instructor services, and print what ``course.render`` builds.
+call ``course.workspace.actions`` and the instructor services, and print what ``course.render``
+builds.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:
     import typer

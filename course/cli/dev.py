@@ -28,9 +28,9 @@ RootOption = Annotated[
 
 
 def _clone(root: Path | None, command: str) -> Path:
-    from course.devcheck import check as devcheck
+    from course.devcheck.repository import REPO
 
-    folder = (root or devcheck.REPO).resolve()
+    folder = (root or REPO).resolve()
     if not (folder / "course" / "content" / "catalog.toml").is_file() or not (folder / "lessons").is_dir():
         fail(
             f"{folder} is not a clone of the course repository (no course/content/catalog.toml and "
@@ -48,11 +48,11 @@ def check(
     ] = False,
 ) -> None:
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
-    from course.devcheck import check as devcheck
+    from course.devcheck.check import check as problems_in
 
     folder = _clone(root, "check")
     started = time.monotonic()
-    problems = devcheck.check(folder, grade=not no_grading)
+    problems = problems_in(folder, grade=not no_grading)
     seconds = time.monotonic() - started
     if not problems:
         graded = "" if no_grading else "; skeletons grade not-started and solutions pass"
@@ -69,11 +69,11 @@ def skeletons(root: RootOption = None) -> None:
     """Write each lesson's skeleton in lessons/ from its solution (the solution regions become
     `raise NotImplementedError`); lists the files it changed."""
     from course.content.lesson_source import LessonSourceError
-    from course.devcheck import sources as source_checks
+    from course.devcheck.sources import write_skeletons
 
     folder = _clone(root, "skeletons")
     try:
-        changed = source_checks.write_skeletons(folder)
+        changed = write_skeletons(folder)
     except LessonSourceError as error:
         fail(str(error), 1)
     for name in changed:

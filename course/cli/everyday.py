@@ -12,7 +12,7 @@ import sys
 
 from course.cli.common import lesson_or_current, open_session, show
 
-TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:
     from course.workspace import prefetch
@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 def next_(workspace: str | None = None, fresh: bool = False) -> None:
     """Check the current lesson; when it passes, move on to the next one."""
     from course.render import screens
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace, create=True)
-    show(screens.next_screen(progress.next_step(session, fresh), session))
+    show(screens.next_screen(actions.next_step(session, fresh), session))
 
 
 def check(
@@ -39,16 +39,16 @@ def check(
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
     passed, 1 when not."""
     started = None if debug else _start_early(lesson, all_, workspace, fresh)
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace)
     if debug:
-        code = progress.debug_check(session, lesson_or_current(session, lesson))
+        code = actions.debug_check(session, lesson_or_current(session, lesson))
         raise SystemExit(0 if code == 0 else 1)
     lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
     # The screen's code loads while the warm grader works (it is not needed for JSON).
     prepare = None if as_json else _load_screens
-    graded = progress.check_many(session, lessons, fresh, prepare, started)
+    graded = actions.check_many(session, lessons, fresh, prepare, started)
     results = list(zip(lessons, graded, strict=True))
     passed = all(result.passed for _, result in results)
     if as_json:
@@ -67,11 +67,11 @@ def check(
             notices(session),
             *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
         )
-        found = progress.diagnose(session, *results[0]) if len(results) == 1 else None
+        found = actions.explaining_picture(session, *results[0]) if len(results) == 1 else None
         if found is not None:
-            from course.render import pictures as maps  # imports numpy: only when there is a picture
+            from course.render import pictures  # imports numpy: only when there is a picture
 
-            show(maps.diagnosis(found))
+            show(pictures.diagnosis(found))
     raise SystemExit(0 if passed else 1)
 
 

@@ -1,8 +1,9 @@
 """The learner's commands: init, next, check, list, show, hint, reset, solution.
 
-Each is a few lines: open the session, call ``progress``, hand what ``render`` builds to the
-console. next, check and list are done in ``course.cli.everyday`` (typer-free, so that
-``course.cli.quick`` runs them without typer); here they declare their options and help.
+Each is a few lines: open the session, call ``course.workspace.actions``, hand what
+``course.render`` builds to the console. next, check and list are done in
+``course.cli.everyday`` (typer-free, so that ``course.cli.quick`` runs them without typer);
+here they declare their options and help.
 ``register(app)`` adds them to the `course` app.
 """
 
@@ -93,12 +94,12 @@ def show_(
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
     from course.render import lessons, pictures
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
     if attention_map:
-        show(pictures.maps_screen(progress.attention_maps(session, chosen)))
+        show(pictures.maps_screen(actions.attention_maps(session, chosen)))
     else:
         from course.cli.reference import terms_of
         from course.render.glossary import lesson_terms
@@ -113,23 +114,23 @@ def hint(
 ) -> None:
     """Reveal the next hint for an exercise (hints already seen are shown again)."""
     from course.render import lessons
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace)
     chosen = lesson_or_current(session, lesson)
     try:
-        show(lessons.hint_screen(progress.reveal_hint(session, chosen, exercise)))
+        show(lessons.hint_screen(actions.reveal_hint(session, chosen, exercise)))
     except LookupError as problem:
         fail(str(problem))
 
 
 def reset(lesson: LessonArgument, workspace: WorkspaceOption = None) -> None:
     """Restore a lesson file to its fresh skeleton; your version is kept as a backup."""
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
-    done = progress.reset(session, chosen)
+    done = actions.reset(session, chosen)
     where = session.workspace.display(session.workspace.lesson_file(chosen))
     kept = f" Your previous version is in {session.workspace.display(done.saved)}." if done.saved else ""
     show(f"{where} is a fresh skeleton again.{kept}")
@@ -150,13 +151,13 @@ def solution(
 ) -> None:
     """Show the reference solution of a lesson you have passed."""
     from course.render import lessons
-    from course.workspace import actions as progress
+    from course.workspace import actions
 
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
     peeked = session.state.status(chosen.module) != "passed"
     try:
-        source = progress.solution_text(session, chosen, peek)
+        source = actions.solution_text(session, chosen, peek)
     except FileNotFoundError as problem:
         fail(str(problem))
     if source is None:

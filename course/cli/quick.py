@@ -1,12 +1,12 @@
 """`course list`, `course next` and `course check` without typer.
 
-A learner runs these all day, and importing typer and building the app from every command
-module took about as long as the rest of `course list` together. ``run`` recognises the
-arguments these commands declare (``course.cli.learner``) in the spellings typer accepts for
-them, calls the same functions the typer commands call (``course.cli.everyday``), and ends the
-way typer would. Whatever it does not recognise (``--help``, an unknown or repeated option,
-``-wDIR``, ``--``, a value that looks like an option, a second lesson, any other command, a
-shell-completion request) it leaves to the typer app, which answers with its usual messages.
+A learner runs these all day, so they skip importing typer and building the app from every
+command module. ``run`` recognises the arguments these commands declare
+(``course.cli.learner``) in the spellings typer accepts for them, calls the same functions the
+typer commands call (``course.cli.everyday``), and ends the way typer would. Whatever it does
+not recognise (``--help``, an unknown or repeated option, ``-wDIR``, ``--``, a value that looks
+like an option, a second lesson, any other command, a shell-completion request) it leaves to
+the typer app, which answers with its usual messages.
 tests/test_cli_quick.py holds that typer reads every spelling accepted here into the same
 arguments.
 """
@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Callable
 
-TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn
@@ -117,8 +117,8 @@ def leave(code: object) -> NoReturn:
     These commands hold no file, lock or child of theirs when they return (the state is
     written and unlocked, workers are stopped, a warm grader started for the next check runs
     in a session of its own), so Python's shutdown would only tear down every module they
-    loaded: about 12 ms of a warm check, more after a grade in this process (numpy, pytest,
-    hypothesis), spent after the screen is complete."""
+    loaded (numpy, pytest and hypothesis too after a grade in this process), after the screen
+    is complete."""
     if isinstance(code, str):
         sys.stderr.write(code + "\n")
         code = 1

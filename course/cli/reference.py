@@ -41,25 +41,25 @@ def glossary(
 ) -> None:
     """The course's glossary: every term, or one term with its numbers, lessons and sources."""
     from course.content.catalog import load_catalog
-    from course.render import glossary as render
+    from course.render.glossary import term_list, term_screen
 
     found = _glossary()
     if term is None:
-        show(render.term_list(found, load_catalog()))
+        show(term_list(found, load_catalog()))
         return
     try:
         chosen = found.find(term)
     except LookupError as problem:
         fail(str(problem))
-    show(render.term_screen(chosen, load_catalog()))
+    show(term_screen(chosen, load_catalog()))
 
 
 def faq() -> None:
     """Common questions about multi-head attention, answered with numbers you compute."""
     from course.content.catalog import load_catalog
-    from course.render import glossary as render
+    from course.render.glossary import faq_screen
 
-    show(render.faq_screen(_glossary(), load_catalog()))
+    show(faq_screen(_glossary(), load_catalog()))
 
 
 def register(app: typer.Typer) -> None:

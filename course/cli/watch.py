@@ -25,7 +25,7 @@ def watch(
             "script or a pipe, use `course check`."
         )
     from course.render import basics, lessons, screens
-    from course.workspace import actions as progress
+    from course.workspace import actions
     from course.workspace import watch as watcher
 
     session = open_session(workspace, create=True)
@@ -34,7 +34,7 @@ def watch(
 
     def draw(regrade: bool = True, extra=None) -> None:
         if regrade:
-            view["result"] = progress.check(session, view["lesson"])
+            view["result"] = actions.check(session, view["lesson"])
         out.clear()
         out.print(screens.watch_screen(view["lesson"], view["result"], session, extra))
 
@@ -44,7 +44,7 @@ def watch(
         if key == "r":
             draw()
         elif key == "h":
-            reveal = progress.reveal_hint(session, view["lesson"])
+            reveal = actions.reveal_hint(session, view["lesson"])
             draw(False, lessons.hint_screen(reveal, again="press h again"))
         elif key == "l":
             draw(False, lessons.lesson_list(session))

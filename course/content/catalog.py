@@ -20,8 +20,8 @@ class Record:
     """A small read-only value, compared, hashed and shown by its fields (its ``__slots__``).
 
     Not a dataclass (which imports ``inspect``) nor a ``typing.NamedTuple`` (``typing``): a
-    check reads the catalog before it sends the warm grader its request, where those imports
-    were a tenth of the whole check."""
+    check reads the catalog before it sends the warm grader its request, and those imports
+    would delay it."""
 
     __slots__: tuple[str, ...] = ()
 
@@ -202,7 +202,7 @@ def _text(table: object, key: str, where: str) -> str:
     return value
 
 
-def _parse(data: dict) -> Catalog:
+def catalog_from_data(data: dict) -> Catalog:
     """The catalog from its TOML data, validated (CatalogError on the first problem)."""
     title, version = (
         _text(data.get("course"), "title", "[course]"),
@@ -251,15 +251,15 @@ def _parse(data: dict) -> Catalog:
 @lru_cache(maxsize=1)
 def load_catalog(path: Path = CATALOG_FILE) -> Catalog:
     """Read and validate the catalog once per process (CatalogError when it is malformed)."""
-    return _parse(_data(path))
+    return catalog_from_data(_data(path))
 
 
 def _data(path: Path) -> dict:
-    """The catalog file's data. Parsing TOML (``tomllib``, which imports ``typing``) took a
-    tenth of a check before its request was sent, so the data is also kept as JSON beside the
-    bytecode (``__pycache__/catalog.toml.json``), with the digest of the TOML it was read from,
-    and read from there while the TOML's bytes are those. The package folder is trusted as its
-    bytecode is; where Python writes no bytecode, neither is this written."""
+    """The catalog file's data. Parsing TOML (``tomllib`` imports ``typing``) would delay a
+    check's request, so the data is also kept as JSON beside the bytecode
+    (``__pycache__/catalog.toml.json``), with the digest of the TOML it was read from, and read
+    from there while the TOML's bytes are those. The package folder is trusted as its bytecode
+    is; where Python writes no bytecode, neither is this written."""
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     copy = path.parent / "__pycache__" / f"{path.name}.json"

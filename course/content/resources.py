@@ -1,8 +1,10 @@
-"""Where the course's own files live: skeletons, solutions and grading tests.
+"""Where the course's own files live: its data beside this module (``CONTENT_DIR``), the
+package (``PACKAGE_DIR``), and the skeletons, solutions and grading tests (``data_dir``).
 
-In a wheel they travel as package data under ``course/_data``; in a clone (editable install or
-running from the source tree) they are the top-level ``lessons/``, ``solutions/`` and
-``tests/lessons/`` folders. Nothing else in the package spells these paths.
+In a wheel the skeletons, solutions and grading tests travel as package data under
+``course/_data``; in a clone (editable install or running from the source tree) they are the
+top-level ``lessons/``, ``solutions/`` and ``tests/lessons/`` folders. The package finds them
+only through here.
 """
 
 from __future__ import annotations

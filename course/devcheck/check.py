@@ -33,7 +33,7 @@ ALLOWED = {"tests/lessons": {"fixtures"}}  # besides __pycache__, which is ignor
 def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
     """Every problem found in the course at ``root``; empty when all is consistent.
 
-    ``grade=False`` skips grading skeletons and solutions (the only slow part, ~0.3 s a lesson).
+    ``grade=False`` skips grading skeletons and solutions (the only slow part).
     """
     root = Path(root).resolve()
     try:

@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.content.catalog import Catalog, _parse
+from course.content.catalog import Catalog, catalog_from_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +38,6 @@ def optional_files(module: str) -> dict[str, str]:
 
 
 def read_catalog(root: Path) -> Catalog:
-    """``root/course/catalog.toml`` parsed like the course's own (its paths are not used)."""
+    """``root/course/content/catalog.toml`` parsed like the course's own (its paths are not used)."""
     with open(root / "course" / "content" / "catalog.toml", "rb") as handle:
-        return _parse(tomllib.load(handle))
+        return catalog_from_data(tomllib.load(handle))

@@ -1,2 +1,2 @@
-"""The instructor's and maintainer's services: notebooks, submission bundles, class grading and
-its exports, and the course consistency check (`course dev check`)."""
+"""The instructor's services: notebooks built from the lessons, and grading a class (submission
+bundles, the gradebook, its exports and similarity flags)."""

@@ -1,2 +1,2 @@
 """Rendering: rich objects for every screen (``screens``) and the pictures that explain a failed
-check (``maps``). Nothing here prints; the CLI hands these objects to a console."""
+check (``pictures``). Nothing here prints; the CLI hands these objects to a console."""

@@ -101,7 +101,7 @@ def maps_screen(maps: AttentionMaps) -> RenderableType:
 
 
 def diagnosis(found: AttentionMaps | ShapeTrace) -> RenderableType:
-    """The picture that goes under a failed check (see ``progress.diagnose``)."""
+    """The picture that goes under a failed check (see ``course.workspace.actions.explaining_picture``)."""
     return shape_trace_table(found) if isinstance(found, ShapeTrace) else compact(found)
 
 

@@ -32,12 +32,13 @@ def debug_check(session: Session, lesson: Lesson) -> int:
     return debug.run(lesson, session.workspace.root)
 
 
-def grade(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
-    """Grade one lesson: see ``grade_many``."""
-    return grade_many([lesson], folder, fresh)[0]
+def grade_lesson(lesson: Lesson, folder: Path, fresh: bool = False) -> LessonResult:
+    """Grade one lesson of ``folder``, from the result cache or the warm grader when they can
+    answer: see ``grade_lessons``."""
+    return grade_lessons([lesson], folder, fresh)[0]
 
 
-def grade_many(
+def grade_lessons(
     lessons: Sequence[Lesson],
     folder: Path,
     fresh: bool = False,
@@ -67,11 +68,11 @@ def grade_many(
     done: list[LessonResult] = []
     for index, result in enumerate(results):
         if result is None:
-            from course.engine.grading.runner import grade as grade_here
+            from course.engine.grading import runner
 
             kept = result_cache.examples_file(lessons[index].module) if keys[index] else None
             examples = (kept, started.build) if kept else None
-            result = grade_here(lessons[index], folder, examples=examples)
+            result = runner.grade(lessons[index], folder, examples=examples)
             graded_here = True
         if index in missing and keys[index]:
             result_cache.store(folder, lessons[index].module, keys[index], result)
@@ -93,13 +94,13 @@ def check_many(
     while_waiting: Callable[[], object] | None = None,
     started: prefetch.Started | None = None,
 ) -> list[LessonResult]:
-    """Grade these lessons of the workspace (in one request, see ``grade_many``) and remember
+    """Grade these lessons of the workspace (in one request, see ``grade_lessons``) and remember
     the results, with a note where an earlier lesson explains a failure."""
     resets = {}
     for lesson in lessons:
         before = session.state.lessons.get(lesson.module)
         resets[lesson.module] = before.recheck_after if before else ""
-    results = grade_many(lessons, session.workspace.root, fresh, while_waiting, started)
+    results = grade_lessons(lessons, session.workspace.root, fresh, while_waiting, started)
     for lesson, result in zip(lessons, results, strict=True):
         result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
         if not result.passed and not result.note and resets[lesson.module]:
@@ -278,7 +279,9 @@ def attention_maps(session: Session, lesson: Lesson) -> AttentionMaps:
     return found
 
 
-def diagnose(session: Session, lesson: Lesson, result: LessonResult) -> AttentionMaps | ShapeTrace | None:
+def explaining_picture(
+    session: Session, lesson: Lesson, result: LessonResult
+) -> AttentionMaps | ShapeTrace | None:
     """What explains a failed check best, if anything: the lesson's shape trace when a shape
     went wrong, else its attention maps when the weights are wrong (each only when the lesson's
     pictures module asks for it)."""

@@ -1,12 +1,12 @@
 """A check's grading, started as soon as the command knows the folder and the lessons.
 
 A warm check spends most of its time waiting for the warm grader; whatever the command does
-before it sends the request (reading the progress state, loading the screens' code) is time
-added to that wait. So `course check N` and `course check --all` look the lessons up in the
-result cache and send the request for the others first (``start``), and only then open the
-learner's session; ``progress.grade_many`` takes the request ``start`` sent and reads its
-answer. The cache keys are computed here, before anything is graded, as ``grade_many`` always
-did: a file saved meanwhile is never credited with the grade.
+before it sends the request (reading the progress state, loading the screens' code) adds to
+that wait. So `course check N` and `course check --all` look the lessons up in the result
+cache and send the request for the others first (``start``), and only then open the learner's
+session; ``course.workspace.actions.grade_lessons`` takes the request ``start`` sent and reads
+its answer. The cache keys are computed here, before anything is graded: a file saved
+meanwhile is never credited with the grade.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:
     from course.content.catalog import Lesson

@@ -4,9 +4,10 @@
 none of the files changed since the last check. A lesson's grade depends on the workspace's
 files (the lesson imports earlier lessons and any helper module or package of the folder, and
 may read data there; a file named like a lesson is mentioned in a notice) and on the course
-build (its code, grading tests, interpreter and limits: ``server.fingerprint``). The key is a
-digest of all of that, by content: any byte changed in any file of the folder (hidden folders
-such as ``.course/`` aside), a file added or removed, or another course build, re-grades.
+build (its code, grading tests, interpreter and limits:
+``course.engine.warm.client.fingerprint``). The key is a digest of all of that, by content: any
+byte changed in any file of the folder (hidden folders such as ``.course/`` aside), a file
+added or removed, or another course build, re-grades.
 
 Safe because it is only ever the learner's own convenience:
 
@@ -22,7 +23,7 @@ Safe because it is only ever the learner's own convenience:
 One entry per workspace and lesson (its last graded run); results with a timeout or an error
 of the whole lesson are not kept, since another run may go otherwise. Beside the results,
 ``examples_file`` names where a check graded in its own process keeps the examples of passing
-property checks (``engine.kept_examples``), under the same rules.
+property checks (``course.engine.grading.kept_examples``), under the same rules.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from stat import S_ISREG
 
 from course import atomic_file
 
-TYPE_CHECKING = False  # as typing's: mypy reads it as True; importing typing costs a check ~6 ms
+TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:  # loaded when an entry is read or written: a check sends its request first
     from course.engine.results import LessonResult
@@ -71,8 +72,8 @@ def folder() -> Path | None:
 
 def examples_file(module: str) -> Path | None:
     """Where a cold check keeps the examples of ``module``'s passing property checks
-    (``engine.kept_examples``: trusted as this cache is, keyed by the build inside), in a
-    private folder beside the results; None if it cannot be had."""
+    (``course.engine.grading.kept_examples``: trusted as this cache is, keyed by the build
+    inside), in a private folder beside the results; None if it cannot be had."""
     from course.engine.warm import private_socket
 
     where = folder()

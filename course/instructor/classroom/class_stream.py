@@ -1,14 +1,14 @@
 """Grade a class's bundles as a stream: each grading process opens bundles a few ahead, loads
 their lesson modules in workers of their own at once, and grades whichever is ready first.
 
-A class's grade used to wait, lesson after lesson, for each module's import, and a module that
-loops at import holds the grader for the whole import limit. Here a grading process (one per
-core, forked from the warm process that counted the points) takes bundles from a shared counter
-(``Shared``) while fewer than ``window`` lesson modules are loading or loaded ahead of it; each
-lesson of a taken bundle gets a worker that starts importing at once (``Ahead``). The grades run
-in one pytest session (``engine.one_session``), and the next one is always a module whose import
-is over: finished, or past its limit. So one module's endless import costs its own limit in the
-background while the others are graded.
+Grading lesson after lesson would wait for each module's import in turn, and a module that
+loops at import would hold the grader for the whole import limit. Here a grading process (one
+per core, forked from the warm process that counted the points) takes bundles from a shared
+counter (``Shared``) while fewer than ``window`` lesson modules are loading or loaded ahead of
+it; each lesson of a taken bundle gets a worker that starts importing at once (``Ahead``). The
+grades run in one pytest session (``course.engine.grading.one_session``), and the next one is
+always a module whose import is over: finished, or past its limit. So one module's endless
+import costs its own limit in the background while the others are graded.
 
 The import limit is the same as in any check, counted from when the worker was told to load:
 a module whose import was seen finished before its limit is graded with that import; one seen

@@ -31,7 +31,8 @@ def _text(value: object, limit: int = 4000) -> str:
 
 
 def junit_tree(rows: Sequence[dict]) -> ET.ElementTree:
-    """The JUnit document for gradebook rows (as ``gradebook.grade_bundle`` makes them)."""
+    """The JUnit document for gradebook rows (as ``course.instructor.classroom.gradebook.grade_bundle``
+    makes them)."""
     root = ET.Element("testsuites", name="course grade")
     totals = dict.fromkeys(("tests", "failures", "errors"), 0)
     for row in rows:

@@ -5,7 +5,7 @@ counter (``class_stream``: each bundle opened into its own temporary folder, its
 loaded ahead in the engine's sandboxed workers and graded in one pytest session per process).
 A bad bundle becomes a row with its problem; a bundle whose process died is graded again once
 by a new one. Grading never stops early. Notebook submissions go through a pool of forked
-processes, one submission per task (``notebook_grading``). Once every submission is graded,
+processes, one submission per task (``notebook_submissions``). Once every submission is graded,
 files that are the same code as a reference solution or as another bundle's (up to formatting
 and comments) are flagged on their rows (``similarity``).
 """
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 def submissions_in(folder: Path) -> int:
     """How many submissions ``folder`` holds: bundles, else notebook submissions."""
-    from course.instructor.classroom import notebook_submissions as notebook_grading
+    from course.instructor.classroom import notebook_submissions
 
-    return len(bundles_in(folder)) or len(notebook_grading.submissions_in(folder))
+    return len(bundles_in(folder)) or len(notebook_submissions.submissions_in(folder))
 
 
 def bundles_in(folder: Path) -> list[Path]:
@@ -54,8 +54,8 @@ def bundles_in(folder: Path) -> list[Path]:
 def max_points(lessons: Sequence[Lesson]) -> dict[str, int]:
     """Each lesson's number of checks, counted by grading its reference solution (else its
     pristine skeleton): this also fills the grading process's remembered oracles and property
-    examples (``course.engine.testing.memo``, ``course.engine.grading.replay``) before the pool forks from it,
-    as the warm grader's warm-up does."""
+    examples (``course.engine.testing.memo``, ``course.engine.grading.replay``) before the pool
+    forks from it, as the warm grader's warm-up does."""
     from course.engine.grading.runner import grade
 
     counts = {}
@@ -90,11 +90,11 @@ def grade_folder(
     on_row: Callable[[dict, int, int], None] | None = None,
     same: bool = True,
 ) -> Report:
-    """Grade every submission of ``folder`` (its bundles, else its notebooks: ``notebook_grading``)
-    with ``workers`` processes (default: the cores). ``same``: lesson files of bundles identical
-    to ones graded before in the same grading process get that grade again; False grades
-    every bundle in full."""
-    from course.instructor.classroom import notebook_submissions as notebook_grading
+    """Grade every submission of ``folder`` (its bundles, else its notebooks:
+    ``notebook_submissions``) with ``workers`` processes (default: the cores). ``same``: lesson
+    files of bundles identical to ones graded before in the same grading process get that grade
+    again; False grades every bundle in full."""
+    from course.instructor.classroom import notebook_submissions
 
     started = time.monotonic()
     workers = max(1, workers or os.cpu_count() or 1)
@@ -108,7 +108,7 @@ def grade_folder(
         rows = _grade_bundles(paths, modules, workers, same, on_row)
         ordered = [rows[path] for path in paths]
     else:
-        jobs = {found.key: found for found in notebook_grading.submissions_in(folder)}
+        jobs = {found.key: found for found in notebook_submissions.submissions_in(folder)}
         rows = _grade_notebooks(jobs, modules, workers, on_row)
         ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
@@ -145,7 +145,7 @@ def _one_round(
     paths: list[str], modules: list[str], processes: int, same: bool, arrived: Callable[[str, dict], None]
 ) -> None:
     """Grade ``paths`` in ``processes`` forked grading processes sharing one counter; each
-    sends its rows back as they are finished (``engine.forked``)."""
+    sends its rows back as they are finished (``course.engine.grading.forked``)."""
     shared = class_stream.Shared(len(paths))
     window = class_stream.window_for(len(modules), processes)
 
@@ -170,7 +170,7 @@ def _grade_notebooks(
     workers: int,
     on_row: Callable[[dict, int, int], None] | None,
 ) -> dict[str, dict]:
-    from course.instructor.classroom import notebook_submissions as notebook_grading
+    from course.instructor.classroom import notebook_submissions
 
     rows: dict[str, dict] = {}
     attempts = dict.fromkeys(jobs, 0)
@@ -178,7 +178,7 @@ def _grade_notebooks(
     while pending:
         forked = multiprocessing.get_context("fork")  # warm copies of this process (see above)
         with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=forked) as pool:
-            grade = notebook_grading.grade_submission
+            grade = notebook_submissions.grade_submission
             futures = {pool.submit(grade, jobs[key], modules): key for key in pending}
             pending = []
             while futures:

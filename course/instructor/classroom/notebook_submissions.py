@@ -2,11 +2,11 @@
 (the course folder, or its ``submitted/`` folder), or a folder of ``.ipynb`` files.
 
 Nothing a kernel printed is trusted: outputs are never read. Each notebook's lesson module is
-taken from the file's cells by ``notebook_cells.notebook_module`` (the rule the in-kernel grading
-cell applies), written to a fresh folder next to the course's reference code of the earlier
-lessons it imports (the code the notebook gives, on both routes), and graded by the isolated,
-sealed grader, like a bundle's file. A row is one student (nbgrader) or one notebook file
-(a flat folder); its shape is the bundle rows' (``gradebook``).
+taken from the file's cells by ``course.instructor.notebooks.cells.notebook_module`` (the rule
+the in-kernel grading cell applies), written to a fresh folder next to the course's reference
+code of the earlier lessons it imports (the code the notebook gives, on both routes), and
+graded by the isolated, sealed grader, like a bundle's file. A row is one student (nbgrader)
+or one notebook file (a flat folder); its shape is the bundle rows' (``gradebook``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
 """Jupyter notebooks built from the catalog and the lesson's single source, for instructors.
 
-For each lesson three notebooks, all from the solution file split by ``course.content.lesson_source``:
-``student/`` (lesson text, skeleton cells, test cells, no solution; the course's cells cannot be
-edited or deleted), ``instructor/`` (the same with every solution body between nbgrader's
-``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, as in the solution file, and nbgrader
-schema-3 cell metadata) and ``solved/`` (the instructor notebook executed).
+For each lesson three notebooks, all from the solution file split by
+``course.content.lesson_source``: ``student/`` (lesson text, skeleton cells, test cells, no
+solution; the course's cells cannot be edited or deleted), ``instructor/`` (the same with every
+solution body between nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` markers, as in
+the solution file, and nbgrader schema-3 cell metadata) and ``solved/`` (the instructor
+notebook executed).
 
 The earlier lessons a lesson imports are given as visible code (the course's reference) that
 becomes modules in the kernel's memory: the notebook needs no file and, to run, no course
 package. The setup cell records the cells the learner runs; the grading cell grades them as
-the lesson module (``notebook_cells``: the rule `course grade` applies to the notebook file)
-with ``course.engine.grading.runner.grade``, and each test cell shows one line and has as value the
-exercise's points: its passed checks, which nbgrader reads as partial credit (the cell's
-``points`` are the exercise's number of checks). Cell ids come from the lesson and the cell's
-index, so a rebuild is identical. nbformat is needed to build; nbclient and ipykernel to execute.
+the lesson module (``course.instructor.notebooks.cells``: the rule `course grade` applies to
+the notebook file) with ``course.engine.grading.runner.grade``, and each test cell shows one
+line and has as value the exercise's points: its passed checks, which nbgrader reads as
+partial credit (the cell's ``points`` are the exercise's number of checks). Cell ids come from
+the lesson and the cell's index, so a rebuild is identical. nbformat is needed to build;
+nbclient and ipykernel to execute.
 """
 
 from __future__ import annotations

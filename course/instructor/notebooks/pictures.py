@@ -1,10 +1,11 @@
 """A notebook's pictures: the data of `course show --map` (``course.engine.pictures.maps`` and
-``course.engine.pictures.figures``: the learner's attention weights beside the right ones, head grids,
-the pruning curve) drawn with matplotlib as PNG images, for the pictures cell to display.
+``course.engine.pictures.figures``: the learner's attention weights beside the right ones, head
+grids, the pruning curve) drawn with matplotlib as PNG images, for the pictures cell to display.
 
-The learner's code is the module the grading cell grades (``notebook_cells``), run the same way
-(``client.LearnerModule``, in a scratch folder removed afterwards). matplotlib is optional (the
-``notebooks`` extra): without it the cell gets a one-line note and no image.
+The learner's code is the module the grading cell grades (``course.instructor.notebooks.cells``),
+run the same way (``course.engine.calls.learner_module.LearnerModule``, in a scratch folder
+removed afterwards). matplotlib is optional (the ``notebooks`` extra): without it the cell
+gets a one-line note and no image.
 """
 
 from __future__ import annotations

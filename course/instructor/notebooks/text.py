@@ -1,6 +1,7 @@
 """The text of a notebook's course cells: setup, the given earlier lessons' code, grading and
-pictures (``notebooks`` puts them in order). Cells the course adds start with ``TAG`` so that the
-kernel and `course grade` leave them out of the learner's module (``notebook_cells``).
+pictures (``course.instructor.notebooks.build`` puts them in order). Cells the course adds
+start with ``TAG`` so that the kernel and `course grade` leave them out of the learner's module
+(``course.instructor.notebooks.cells``).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ else:
 
 
 def pictures_cell(lesson: Lesson) -> str:
-    """The cell drawing what `course show --map` draws (``notebook_pictures``)."""
+    """The cell drawing what `course show --map` draws (``course.instructor.notebooks.pictures``)."""
     return f"""\
 {TAG} pictures. What `course show --map {lesson.number}` draws, from the cells you ran: your
 # attention weights beside the right ones, and the lesson's other figures. Changes no points.
