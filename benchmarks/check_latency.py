@@ -25,6 +25,10 @@ With --baseline REF the same commands also run with the course as of that commit
 with `git archive`, on PYTHONPATH, its own warm grader), in the same rounds.
 
     python benchmarks/check_latency.py [--runs 11] [--skip-all] [--baseline 80f4076]
+
+Every lesson's check, passing and with each classic mistake, the grader's own time apart from the
+learner's calls: `--per-lesson` (benchmarks/lesson_latency.py, which takes the same --runs and
+--baseline, and --lessons 3,11 / --no-mistakes).
 """
 
 from __future__ import annotations
@@ -120,6 +124,12 @@ class Watch:
 
 
 def main() -> int:
+    if "--per-lesson" in sys.argv[1:]:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import lesson_latency
+
+        sys.argv.remove("--per-lesson")
+        return lesson_latency.main()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--skip-all", action="store_true", help="leave out the --all and all-passed rows")

@@ -143,3 +143,26 @@ def test_a_forged_signature_mismatch_can_only_fail_a_check():
     assert isinstance(problem, errors.LearnerError)
     assert problem.kind == "SignatureMismatch" and problem.function == "linear"
     assert plugin.classify(problem) == (ERROR, "TypeError: anything")
+
+
+def test_the_time_inside_the_learners_calls_is_measured_by_the_grader_and_kept_in_the_json(tmp_path):
+    source = (SOLUTIONS / "l01_projections.py").read_text()
+    slow = source.replace(
+        "def fuse_head_weights(",
+        "def fuse_head_weights(*a, **k):\n    import time\n\n"
+        "    time.sleep(0.05)\n    return _fuse(*a, **k)\n\n\ndef _fuse(",
+        1,
+    )
+    quick = grade_folder(SOLUTIONS, "l01_projections")
+    slowed = grade_folder(solutions_with(tmp_path, "l01_projections", slow), "l01_projections")
+    assert slowed["status"] == quick["status"] == "passed", slowed
+    calls = sum(
+        c["status"] == "passed"
+        for e in slowed["exercises"]
+        if e["name"] == "fuse_head_weights"
+        for c in e["checks"]
+    )
+    assert 0 < quick["learner_seconds"] <= quick["duration"]
+    assert slowed["learner_seconds"] >= quick["learner_seconds"] + 0.05 * calls
+    assert slowed["learner_seconds"] <= slowed["duration"]
+    assert LessonResult.from_dict(slowed).learner_seconds == slowed["learner_seconds"]

@@ -63,6 +63,7 @@ class LessonResult:
     notice: str = ""  # about the grading itself, e.g. modified grading tests were replaced
     untied: list[str] = field(default_factory=list)  # grading tests tied to no known exercise
     duration: float = 0.0
+    learner_seconds: float = 0.0  # of ``duration``, spent waiting for the learner's calls
 
     @property
     def passed(self) -> bool:
@@ -108,6 +109,7 @@ class LessonResult:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["duration"] = round(self.duration, 3)
+        data["learner_seconds"] = round(self.learner_seconds, 3)
         data["counts"] = self.counts()
         return data
 
@@ -120,7 +122,18 @@ class LessonResult:
         ]
         fields = {
             k: data[k]
-            for k in ("lesson", "status", "message", "note", "output", "uses", "notice", "untied", "duration")
+            for k in (
+                "lesson",
+                "status",
+                "message",
+                "note",
+                "output",
+                "uses",
+                "notice",
+                "untied",
+                "duration",
+                "learner_seconds",
+            )
             if k in data
         }
         return cls(exercises=exercises, **fields)

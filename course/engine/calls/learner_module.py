@@ -95,6 +95,9 @@ class LearnerModule:
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.mutated: list[str] = []
         self.meter: Worker | None = None  # the worker of measured calls (see ``measure``)
+        # Seconds spent waiting for the learner's calls, from request to reply: measured here,
+        # never taken from a reply, so the grader's own time (the rest) can be told apart.
+        self.call_seconds = 0.0
         self.trace: list[dict] = []  # the last traced call's calls to other lessons
         # Functions not called again in this grade, and what their calls raise instead: one
         # went over its time limit, or ended the worker's process (it would most likely again).
@@ -211,6 +214,7 @@ class LearnerModule:
             shared["release"] = True
         header["shared"] = shared
         deadline = self._deadline(self.limits.call_seconds)
+        sent = time.monotonic()
         try:
             worker.send(header, [])
             response, out = worker.receive(deadline, loads=LAST_REPLY)
@@ -238,6 +242,8 @@ class LearnerModule:
                 " (the first check that called it says how).",
             )
             raise LearnerError(message) from None
+        finally:
+            self.call_seconds += time.monotonic() - sent
         # Verdicts are the grader's: the inputs as it reads them back now, whatever the reply
         # says; the shape trace is only data for a picture, checked before anything uses it.
         self.mutated = [labels[i] for i in inputs.changed()]

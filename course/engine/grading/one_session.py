@@ -118,6 +118,7 @@ class _Driver:
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
             result = assemble(unit.lesson, self.plugin, "")
             result.output = learner.output()
+            result.learner_seconds = learner.call_seconds
         finally:
             learner.close()
         return finish(result, unit.lesson, unit.source_dir, self.modified, started)

@@ -204,6 +204,7 @@ def grade(
         if kept is not None:
             kept.keep_new()
         result.output = learner.output()
+        result.learner_seconds = learner.call_seconds
     finally:
         learner.close()
         tests.cleanup()
