@@ -173,6 +173,7 @@ def ablation_loop(model, tokens, targets, n_heads=H, edit=None):
     return loss_change, accuracy_change
 
 
+@remembered
 def derivatives_loop(model, tokens, targets, eps, n_heads=H, kind="central"):
     """(n_layers, H, B): dL(x)/dxi_h of every sequence by finite differences at xi = 1."""
     n_layers = len(model["layers"])
@@ -1070,16 +1071,20 @@ DEFAULT_EPS = 1e-3
 TOLERANCE = 3.4e-6  # absolute; central error at eps = 1e-3: 5.5e-8, one-sided: 2.1e-4
 
 
-def importance_mistakes(derivatives, forward_d, backward_d, eps_used=None):
-    """Named wrong importances from per-sequence derivatives (n_layers, H, B)."""
+def importance_mistakes(derivatives, one_sided, eps_used=None):
+    """Named wrong importances from per-sequence derivatives (n_layers, H, B). ``one_sided(kind)``
+    gives the forward or backward differences; like ``eps_used`` (a callable too), it is only
+    called when the answer is wrong."""
     mistakes = {
-        ONE_SIDED.format(which="(L(1 + eps) - L(1)) / eps"): importance_from(forward_d),
-        ONE_SIDED.format(which="(L(1) - L(1 - eps)) / eps"): importance_from(backward_d),
-        ABS_AFTER_MEAN: importance_from(derivatives, abs_first=False),
-        NOT_NORMALISED: importance_from(derivatives, "none"),
-        GLOBAL_NORM: importance_from(derivatives, "global-l2"),
-        SUM_NORM: importance_from(derivatives, "layer-sum"),
-        Mistake.any_of(ABS_AFTER_MEAN, NOT_NORMALISED): importance_from(derivatives, "none", abs_first=False),
+        ONE_SIDED.format(which="(L(1 + eps) - L(1)) / eps"): lambda: importance_from(one_sided("forward")),
+        ONE_SIDED.format(which="(L(1) - L(1 - eps)) / eps"): lambda: importance_from(one_sided("backward")),
+        ABS_AFTER_MEAN: lambda: importance_from(derivatives, abs_first=False),
+        NOT_NORMALISED: lambda: importance_from(derivatives, "none"),
+        GLOBAL_NORM: lambda: importance_from(derivatives, "global-l2"),
+        SUM_NORM: lambda: importance_from(derivatives, "layer-sum"),
+        Mistake.any_of(ABS_AFTER_MEAN, NOT_NORMALISED): lambda: importance_from(
+            derivatives, "none", abs_first=False
+        ),
     }
     if eps_used is not None:
         mistakes[IGNORES_EPS] = eps_used
@@ -1118,7 +1123,7 @@ class TestHeadImportance:
             dims="n_layers H",
             rtol=0.0,
             atol=TOLERANCE,
-            mistakes=importance_mistakes(true, forward_d, backward_d),
+            mistakes=importance_mistakes(true, {"forward": forward_d, "backward": backward_d}.get),
         )
 
     def test_each_layers_importances_have_l2_norm_1(self, lesson):
@@ -1149,8 +1154,7 @@ class TestHeadImportance:
             atol=TOLERANCE,
             mistakes=importance_mistakes(
                 derivatives,
-                derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind="forward"),
-                derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind="backward"),
+                lambda kind: derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind=kind),
             ),
         )
 
@@ -1165,9 +1169,8 @@ class TestHeadImportance:
             dims="n_layers H",
             mistakes=importance_mistakes(
                 derivatives,
-                derivatives_loop(model, tokens, targets, eps, kind="forward"),
-                derivatives_loop(model, tokens, targets, eps, kind="backward"),
-                eps_used=importance_from(derivatives_loop(model, tokens, targets, DEFAULT_EPS)),
+                lambda kind: derivatives_loop(model, tokens, targets, eps, kind=kind),
+                eps_used=lambda: importance_from(derivatives_loop(model, tokens, targets, DEFAULT_EPS)),
             ),
         )
 
@@ -1200,8 +1203,7 @@ class TestHeadImportance:
             dims="n_layers H",
             mistakes=importance_mistakes(
                 derivatives,
-                derivatives_loop(model, tokens, targets, eps, 2, kind="forward"),
-                derivatives_loop(model, tokens, targets, eps, 2, kind="backward"),
+                lambda kind: derivatives_loop(model, tokens, targets, eps, 2, kind=kind),
             ),
         )
 
@@ -1224,8 +1226,7 @@ class TestHeadImportance:
             dims="n_layers H",
             mistakes=importance_mistakes(
                 derivatives,
-                derivatives_loop(model, tokens, targets, eps, n_heads, kind="forward"),
-                derivatives_loop(model, tokens, targets, eps, n_heads, kind="backward"),
+                lambda kind: derivatives_loop(model, tokens, targets, eps, n_heads, kind=kind),
             ),
         )
 
