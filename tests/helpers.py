@@ -81,6 +81,35 @@ def all_messages(result: dict) -> str:
 LESSON_MODULE = re.compile(r"l\d\d_\w+")
 
 
+# The lessons whose classic mistakes tests/test_replay.py grades (and checks with
+# `fails_naming_the_mistake`); tests/test_classic_mistakes.py grades the others.
+REPLAYED_LESSONS = ("l02_softmax", "l03_attention")
+
+
+def fails_naming_the_mistake(module: str, mistake: dict, result: dict) -> None:
+    """The grade of ``module`` with the classic ``mistake`` fails, with a message that names it
+    (tests/test_classic_mistakes.py); a mistake tied to a misconception of the registry labels
+    its failing checks with exactly that id and its fix idea."""
+    from course.engine.testing import misconceptions
+
+    assert result["status"] != "passed", f"{mistake['name']} passed lesson {module}"
+    messages = " ".join(all_messages(result).split())
+    assert mistake["expect"].lower() in messages.lower(), (
+        f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}"
+    )
+    if "misconception" in mistake:  # tied to the registry: labelled with exactly that id
+        entry = misconceptions.find(mistake["misconception"])
+        assert entry is not None, f"{mistake['misconception']!r} is not in course/content/misconceptions.toml"
+        failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
+        labelled = [check for check in failing if check["misconception"]]
+        assert labelled, f"no check names {entry.id}"
+        assert {check["misconception"] for check in labelled} == {entry.id}
+        for check in labelled:
+            assert check["mistake_id"] and check["mistake"], "a labelled check names its mistake"
+            assert f"This looks like a known mistake: {check['mistake']}." in check["message"]
+            assert f"Misconception: {entry.name}. Fix idea: {entry.fix}" in check["message"]
+
+
 def import_lessons(*modules: str, folder: Path = SOLUTIONS) -> tuple[ModuleType, ...]:
     """``folder/<module>.py`` for each module, imported by name as a learner's are, together with
     the lesson modules they import from ``folder``. sys.path and sys.modules are restored

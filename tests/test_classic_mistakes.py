@@ -9,6 +9,10 @@ worker process a cold check uses); one test grades through `python -m course.eng
 checks that both give the same result. A mistake tied to a misconception of the registry
 (`misconception = "<id>"`) must label its failing checks with exactly that id and its fix idea
 (tests/test_misconceptions.py checks the registry side).
+
+The mistakes of lessons 2 and 3 are graded, and held to the same assertions
+(tests.helpers.fails_naming_the_mistake), in tests/test_replay.py, which grades each of them
+twice already (replayed, and by hypothesis, the same grade).
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ import json
 import pytest
 
 from course.content.catalog import load_catalog
-from course.engine.testing import misconceptions
 from tests.helpers import (
+    REPLAYED_LESSONS,
     SOLUTIONS,
-    all_messages,
     classic_mistakes,
+    fails_naming_the_mistake,
     grade_folder,
     grade_folder_cold,
     mistaken_source,
@@ -35,6 +39,7 @@ CASES = classic_mistakes()
 def test_every_available_lesson_has_classic_mistakes():
     lessons = {module for module, _ in CASES}
     assert {lesson.module for lesson in load_catalog().available()} <= lessons
+    assert set(REPLAYED_LESSONS) <= lessons  # their mistakes are graded in tests/test_replay.py
 
 
 def test_mistake_names_are_unique_within_a_lesson():
@@ -42,28 +47,17 @@ def test_mistake_names_are_unique_within_a_lesson():
     assert len(names) == len(set(names))
 
 
+# Lessons 2 and 3: tests/test_replay.py grades each of their classic mistakes (replayed and by
+# hypothesis, the same grade) and checks it with `fails_naming_the_mistake` there.
+GRADED_HERE = [(module, mistake) for module, mistake in CASES if module not in REPLAYED_LESSONS]
+
+
 @pytest.mark.parametrize(
-    "module, mistake", CASES, ids=[f"{module}/{mistake['name']}" for module, mistake in CASES]
+    "module, mistake", GRADED_HERE, ids=[f"{module}/{mistake['name']}" for module, mistake in GRADED_HERE]
 )
 def test_classic_mistake_fails_with_a_message_that_names_it(module, mistake, tmp_path):
     folder = solutions_with(tmp_path, module, mistaken_source(module, mistake))
-    result = grade_folder(folder, module)
-    assert result["status"] != "passed", f"{mistake['name']} passed lesson {module}"
-    messages = " ".join(all_messages(result).split())
-    assert mistake["expect"].lower() in messages.lower(), (
-        f"no failure message of {module} mentions {mistake['expect']!r}:\n{messages[:3000]}"
-    )
-    if "misconception" in mistake:  # tied to the registry: labelled with exactly that id
-        entry = misconceptions.find(mistake["misconception"])
-        assert entry is not None, f"{mistake['misconception']!r} is not in course/content/misconceptions.toml"
-        failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
-        labelled = [check for check in failing if check["misconception"]]
-        assert labelled, f"no check names {entry.id}"
-        assert {check["misconception"] for check in labelled} == {entry.id}
-        for check in labelled:
-            assert check["mistake_id"] and check["mistake"], "a labelled check names its mistake"
-            assert f"This looks like a known mistake: {check['mistake']}." in check["message"]
-            assert f"Misconception: {entry.name}. Fix idea: {entry.fix}" in check["message"]
+    fails_naming_the_mistake(module, mistake, grade_folder(folder, module))
 
 
 def test_the_engine_command_grades_as_in_process_grading_does(tmp_path):

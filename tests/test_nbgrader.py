@@ -10,6 +10,7 @@ skipped without nbgrader. An unchanged notebook: tests/test_notebooks.py.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import sys
@@ -18,15 +19,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("nbgrader")
-pytest.importorskip("nbclient")
-nbformat = pytest.importorskip("nbformat")
-
-from nbgrader.api import Gradebook  # noqa: E402
-from nbgrader.apps import NbGraderAPI  # noqa: E402
-from nbgrader.coursedir import CourseDirectory  # noqa: E402
-from nbgrader.plugins.export import CsvExportPlugin  # noqa: E402
-from traitlets.config import Config  # noqa: E402
+# nbgrader and nbformat are imported where they are used, not here: importing them takes
+# seconds, and every test process collects this module while only one runs its tests.
+if [name for name in ("nbgrader", "nbclient", "nbformat") if importlib.util.find_spec(name) is None]:
+    pytest.skip("needs nbgrader, nbclient and nbformat", allow_module_level=True)
 
 from course.content.catalog import load_catalog  # noqa: E402
 from course.instructor.classroom import exports, gradebook  # noqa: E402
@@ -71,6 +67,8 @@ SUBMISSIONS = {
 
 
 def submitted(release: Path, student: str, answers: dict[str, str], into: Path) -> None:
+    import nbformat
+
     notebook = nbformat.read(release, as_version=4)
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -94,6 +92,11 @@ def course_folder(tmp_path_factory) -> Iterator[Path]:
 
 def nbgrader_course(root: Path) -> Path:
     """generate_assignment, the four submissions, autograde: nbgrader's own flow."""
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
     notebooks.write(
         notebooks.build(L02, CATALOG, "instructor"), root / "source" / ASSIGNMENT / "l02_softmax.ipynb"
     )
@@ -118,6 +121,9 @@ def nbgrader_course(root: Path) -> Path:
 
 
 def nbgrader_scores(root: Path) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins.export import CsvExportPlugin
+
     out = root / "grades.csv"
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as book:
         CsvExportPlugin(to=str(out)).export(book)
@@ -144,6 +150,8 @@ def test_nbgrader_and_course_grade_give_the_same_points_except_to_the_kernel_pat
 
 
 def test_the_autograded_notebooks_test_cells_show_one_line_and_have_the_points_as_value(course_folder):
+    import nbformat
+
     notebook = nbformat.read(course_folder / "autograded" / "bob" / ASSIGNMENT / "l02_softmax.ipynb", 4)
     shown = {}
     for cell in (c for c in notebook.cells if c.metadata.nbgrader.get("grade")):

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 import typer
-from nbformat.v4 import new_code_cell
 from typer.testing import CliRunner
 
 from course.cli.instructor import register
@@ -66,6 +65,8 @@ def test_the_kernel_keeps_each_cell_in_its_latest_version_in_the_order_first_run
 
 
 def test_course_grade_reads_a_folder_of_notebooks_and_writes_nbgrader_scores(tmp_path):
+    from nbformat.v4 import new_code_cell  # here: importing nbformat takes seconds
+
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     solved = notebooks.build(L01, CATALOG, "instructor")

@@ -4,6 +4,8 @@ A passing property check records the examples hypothesis drew; later grades in t
 the test body with them directly. These tests hold that a replayed grade is the grade hypothesis
 gives: for the solution, for every classic mistake of lessons 2 and 3 (their property checks
 fail on some examples and pass on others) and for code that times out on one example only.
+Each of those mistakes must also fail with a message that names it, as tests/test_classic_mistakes.py
+holds for the other lessons' mistakes (tests.helpers.fails_naming_the_mistake).
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ import sys
 import pytest
 
 from course.engine.grading import replay
-from tests.helpers import SOLUTIONS, classic_mistakes, grade_folder, mistaken_source, solutions_with
+from tests.helpers import (
+    REPLAYED_LESSONS,
+    SOLUTIONS,
+    classic_mistakes,
+    fails_naming_the_mistake,
+    grade_folder,
+    mistaken_source,
+    solutions_with,
+)
 
-LESSONS = ("l02_softmax", "l03_attention")
+LESSONS = REPLAYED_LESSONS
 CASES = [(module, mistake) for module, mistake in classic_mistakes() if module in LESSONS]
 
 
@@ -71,6 +81,8 @@ def test_a_classic_mistake_gets_the_same_grade_replayed_as_from_hypothesis(modul
     replayed, by_hypothesis = graded_both_ways(folder, module)
     assert replayed["status"] != "passed"
     assert replayed == by_hypothesis
+    # what tests/test_classic_mistakes.py asserts of the other lessons' mistakes
+    fails_naming_the_mistake(module, mistake, by_hypothesis)
 
 
 def test_code_that_hangs_on_one_generated_example_gets_the_same_grade_replayed(tmp_path, monkeypatch):

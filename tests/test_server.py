@@ -102,11 +102,26 @@ def children_states(parent: int) -> list[str]:
     return states
 
 
-def test_a_finished_grading_child_of_the_server_is_reaped_without_waiting_for_the_next_request(runtime):
+def test_a_finished_grading_child_is_reaped_at_once_and_stopping_the_server_leaves_no_scratch_folder(
+    runtime, tmp_path, monkeypatch
+):
+    """A grading child of the server is reaped as it exits, without waiting for the next request.
+
+    The ready child makes its scratch folder with the server's SIGTERM blocked until its
+    handler is in place, so a stop at any moment removes that folder (it stayed in about one
+    stop in five when the signal could arrive first). (One server for both: each start costs
+    seconds.)"""
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
     runtime.start_in_background()
     assert runtime.ready(timeout=90), "the warm grader did not come up"
     pid = server_pid(runtime.socket_path())
     assert pid is not None, "no process serves the socket"
+    deadline = time.monotonic() + 30
+    while not list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the ready child's folder is where the test looks
+    assert list(private_tmp.glob("course-*")), "the ready child made no scratch folder here"
     assert runtime.request("l01_projections", SOLUTIONS, timeout=60) is not None
     # The grading child exits right after answering; then only the next ready child is left.
     deadline = time.monotonic() + 30
@@ -117,6 +132,16 @@ def test_a_finished_grading_child_of_the_server_is_reaped_without_waiting_for_th
         time.sleep(0.1)
     assert "Z" not in states, f"a zombie child of the server: {states}"
     assert len(states) == 1, f"the server's children: {states} (expected one ready child)"
+    # one stop is enough: with the signal blocked the outcome is the same at every moment
+    deadline = time.monotonic() + 30
+    while not list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the next ready child's folder
+    assert list(private_tmp.glob("course-*")), "the next ready child made no scratch folder here"
+    assert runtime.stop()
+    deadline = time.monotonic() + 30
+    while list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the stopped server removes its child's folder as it exits
+    assert list(private_tmp.glob("course-*")) == [], "a scratch folder outlived the server"
 
 
 def test_a_socket_that_answers_nonsense_is_ignored_and_the_check_grades_here(runtime, tmp_path):
@@ -147,27 +172,6 @@ def test_no_server_is_used_or_started_when_switched_off(tmp_path, monkeypatch):
     from course.engine.warm import client
 
     assert not client.enabled()
-
-
-def test_stopping_the_server_leaves_no_scratch_folder_behind(runtime, tmp_path, monkeypatch):
-    """The ready child makes its scratch folder with the server's SIGTERM blocked until its
-    handler is in place, so a stop at any moment removes that folder (it stayed in about one
-    stop in five when the signal could arrive first)."""
-    private_tmp = tmp_path / "tmp"
-    private_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(private_tmp))
-    # one stop is enough: with the signal blocked the outcome is the same at every moment
-    runtime.start_in_background()
-    assert runtime.ready(timeout=90), "the warm grader did not come up"
-    deadline = time.monotonic() + 30
-    while not list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the ready child's folder is where the test looks
-    assert list(private_tmp.glob("course-*")), "the ready child made no scratch folder here"
-    assert runtime.stop()
-    deadline = time.monotonic() + 30
-    while list(private_tmp.glob("course-*")) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the stopped server removes its child's folder as it exits
-    assert list(private_tmp.glob("course-*")) == [], "a scratch folder outlived the server"
 
 
 @pytest.mark.parametrize("raises", [False, True])
