@@ -132,8 +132,8 @@ def main() -> int:
                 edit(folders[label] / lesson.file_name)
                 timed_check(number, folders[label], tree_env)
         for round_ in range(args.runs):
-            bare.append(bare_numpy())
             for number, lesson in lessons:
+                bare.append(bare_numpy())  # beside every lesson's checks, in the same state
                 for label, tree_env in trees.items():
                     edit(folders[label] / lesson.file_name)
                     passing.setdefault(f"{number:02d} {lesson.module}{label}", []).append(

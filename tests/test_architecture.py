@@ -54,7 +54,12 @@ MAY_IMPORT: dict[str, set[str]] = {
         "course.engine.testing",
         "course.engine.wire",
     },
-    "course.engine.warm": {CONTENT, "course.engine.grading", "course.engine.sandbox"},
+    "course.engine.warm": {
+        CONTENT,
+        "course.engine.grading",
+        "course.engine.sandbox",
+        "course.engine.testing",
+    },
     "course.engine.__main__": {CONTENT, "course.engine.grading"},
     # what uses the engine
     "course.workspace": {"course.atomic_file", CONTENT, ENGINE},

@@ -95,3 +95,23 @@ def test_an_oracle_that_raises_is_not_remembered():
         with pytest.raises(ZeroDivisionError):
             failing(np.zeros(1))
     assert len(calls) == 2
+
+
+def test_while_warming_up_a_passing_check_computes_its_mistake_variants_and_otherwise_not():
+    from course.engine.testing import Mistake, check_array, memo
+
+    oracle, calls = counting_oracle()
+    x = np.arange(6.0).reshape(2, 3)
+    mistakes = {
+        Mistake("doubled", "doubled"): lambda: oracle(x, scale=2.0)[0],
+        Mistake("broken", "broken"): lambda: 1 / 0,  # a variant that cannot be formed is skipped
+    }
+    check_array(x.copy(), x, what="f(x)", dims="B D", mistakes=mistakes)
+    assert calls == [] and not memo.warming()
+    with memo.warming_up():
+        assert memo.warming()
+        check_array(x.copy(), x, what="f(x)", dims="B D", mistakes=mistakes)
+    assert len(calls) == 1 and not memo.warming()
+    with pytest.raises(AssertionError, match="doubled"):  # the wrong answer finds it remembered
+        check_array(x * 2.0, x, what="f(x)", dims="B D", mistakes=mistakes)
+    assert len(calls) == 1

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from course.engine.testing import memo
 from course.engine.testing.mistakes import KnownMistake as KnownMistake
 from course.engine.testing.mistakes import Mistake as Mistake
-from course.engine.testing.mistakes import Mistakes, diagnose, ensure_declared, failure
+from course.engine.testing.mistakes import Mistakes, compute_every_variant, diagnose, ensure_declared, failure
 from course.engine.testing.mistakes import named_by_code as named_by_code
 from course.engine.testing.profile import GRADING_SEED as GRADING_SEED
 from course.engine.testing.profile import settings as settings
@@ -123,6 +124,8 @@ def check_array(
     letters (``"B T D"``); ``dtype`` is the dtype the answer must have (default: expected's).
     """
     ensure_declared(mistakes)
+    if memo.warming():
+        compute_every_variant(mistakes)
     expected = np.asarray(expected)
     letters = tuple(dims.split())
     assert len(letters) == expected.ndim, "grader bug: dims and expected disagree"

@@ -141,6 +141,17 @@ def diagnose(
     return None
 
 
+def compute_every_variant(mistakes: Mistakes | None) -> None:
+    """Compute each variant of ``mistakes`` (see ``memo.warming_up``); one that cannot be
+    formed is skipped, as ``diagnose`` skips it."""
+    for variant in (mistakes or {}).values():
+        if callable(variant):
+            try:
+                variant()
+            except Exception:  # noqa: BLE001 - as in diagnose
+                continue
+
+
 def named_by_code(
     code: list[str], patterns: Mapping[Mistake, str | tuple[str, ...]] | None
 ) -> Mistake | None:

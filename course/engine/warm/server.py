@@ -37,14 +37,17 @@ IDLE_SECONDS = 600
 
 def _warm_up() -> None:
     """Grade every lesson once (its solution, else its skeleton) so that every module and lazy
-    code path the checks use is loaded before the server starts forking."""
+    code path the checks use is loaded, and every oracle they ask for (those that name a wrong
+    answer's mistake too, see ``memo.warming_up``) remembered, before the server forks."""
     from course.content.catalog import load_catalog
     from course.engine.grading.runner import grade
+    from course.engine.testing import memo
 
     for lesson in load_catalog().available():
         folder = lesson.reference.parent
         try:
-            _COSTS[lesson.module] = grade(lesson, folder).duration
+            with memo.warming_up():
+                _COSTS[lesson.module] = grade(lesson, folder).duration
         except Exception:  # noqa: BLE001 - warming is an optimisation; serving must not depend on it
             pass
 
