@@ -56,6 +56,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "course.engine.warm": {
         CONTENT,
+        "course.engine.results",
+        "course.engine.calls",
         "course.engine.grading",
         "course.engine.sandbox",
         "course.engine.testing",

@@ -27,14 +27,14 @@ def runtime(monkeypatch):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def course(*args, cwd):
+def course(*args, cwd, env=None):
     return subprocess.run(
         [sys.executable, "-m", "course", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
-        env=dict(os.environ, NO_COLOR="1"),
+        env=dict(os.environ, NO_COLOR="1", **(env or {})),
     )
 
 
@@ -59,6 +59,15 @@ def test_a_warm_check_equals_the_cold_one_and_the_server_stops_on_request(runtim
     assert cold.returncode == warm.returncode == 1
     assert checks(json.loads(warm.stdout)) == checks(json.loads(cold.stdout)) == checks(answer)
     assert json.loads(course("check", "2", "--json", cwd=workspace).stdout)["status"] == "passed"
+    # A skeleton, and a file that is missing, answered by the warm grader as graded here.
+    (workspace / "l04_masks.py").unlink()
+    for module, number in (("l03_attention", "3"), ("l04_masks", "4")):
+        here = json.loads(
+            course("check", number, "--json", cwd=workspace, env={"COURSE_SERVER": "off"}).stdout
+        )
+        served = runtime.request(module, workspace, timeout=60)
+        assert served is not None and served["status"] == here["status"] != "passed"
+        assert (checks(served), served["message"]) == (checks(here), here["message"])
     # Several lessons in one request, graded side by side: the same as one by one.
     many = runtime.request_many(["l01_projections", "l02_softmax", "l03_attention"], workspace, timeout=60)
     assert many is not None and checks(many[0]) == checks(answer)

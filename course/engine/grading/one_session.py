@@ -1,9 +1,10 @@
-"""Grade many learners' modules in one pytest session: a class's submissions.
+"""Grade many modules in one pytest session: a class's submissions, the warm grader's checks.
 
 Each ``runner.grade`` pays for pytest's configuration, its plugins' registration and the
-collection of the lesson's tests. A class grades the same lessons for every submission, so
-``grade_units`` starts one session over every lesson's tests and, in place of pytest's own test
-loop, runs one lesson's tests for one module at a time, as ``next_unit`` hands them out. Each
+collection of the lesson's tests. ``in_session`` starts one session over every lesson's tests
+and, in place of pytest's own test loop, hands its caller a function that runs one lesson's
+tests for one module: a class (``grade_units``) grades every submission with it, and the warm
+grader's forked children inherit the collected session and grade each check with it. Each
 module gets records of its own (``GradingPlugin.begin``), the ``lesson`` fixture gives that
 module, and every fixture is torn down after its last test, so nothing of one grade reaches the
 next: a unit's result is the one ``runner.grade`` gives for the same module
@@ -40,15 +41,12 @@ class Unit:
         self.tag = tag
 
 
-def grade_units(
-    lessons: Sequence[Lesson],
-    next_unit: Callable[[], Unit | None],
-    done: Callable[[Unit, LessonResult | Exception], None],
-) -> str:
-    """Grade every unit ``next_unit`` returns (until it returns None), each of one of
-    ``lessons``, calling ``done`` with each result as soon as it is known, or with the
-    exception the grader itself hit on that unit (the session goes on). Returns what pytest
-    printed: a unit never handed to ``done`` means the session itself failed (see there)."""
+def in_session(lessons: Sequence[Lesson], body: Callable[[Callable[[Unit], LessonResult]], object]) -> str:
+    """Run ``body`` inside one pytest session that has collected the tests of every one of
+    ``lessons``, handing it ``grade``: ``grade(unit)`` grades one unit there, its lesson's
+    tests only, as ``runner.grade`` would, and may be called any number of times, also in
+    processes ``body`` forks (the warm grader's children inherit the collected session).
+    Returns what pytest printed: a ``body`` never called means the session itself failed."""
     tests = integrity.trusted(lessons[0].grading_tests)  # the pristine folder, if any is changed
     files = {
         lesson.module: (tests.temporary / lesson.grading_tests.name)
@@ -58,28 +56,51 @@ def grade_units(
     }
     plugin = GradingPlugin(None)
     replayer = Replayer(None)
-    driver = _Driver(plugin, replayer, files, next_unit, done, tests.modified)
+    driver = _Driver(plugin, replayer, files, body, tests.modified)
     try:
         return run_pytest(list(files.values()), [plugin, replayer, driver])
     finally:
         tests.cleanup()
 
 
+def grade_units(
+    lessons: Sequence[Lesson],
+    next_unit: Callable[[], Unit | None],
+    done: Callable[[Unit, LessonResult | Exception], None],
+) -> str:
+    """Grade every unit ``next_unit`` returns (until it returns None), each of one of
+    ``lessons``, calling ``done`` with each result as soon as it is known, or with the
+    exception the grader itself hit on that unit (the session goes on). Returns what pytest
+    printed: a unit never handed to ``done`` means the session itself failed (see there)."""
+
+    def body(grade: Callable[[Unit], LessonResult]) -> None:
+        while (unit := next_unit()) is not None:
+            try:
+                result: LessonResult | Exception = grade(unit)
+            except Exception as error:  # noqa: BLE001 - the grader's own failure, on this unit only
+                result = error
+            done(unit, result)
+
+    return in_session(lessons, body)
+
+
 class _Driver:
-    """The session's test loop: one unit at a time, its lesson's tests only."""
+    """The session's test loop: ``body``, which grades one unit at a time, its lesson's tests
+    only."""
 
     def __init__(
         self,
         plugin: GradingPlugin,
         replayer: Replayer,
         files: dict[str, Path],
-        next_unit: Callable[[], Unit | None],
-        done: Callable[[Unit, LessonResult | Exception], None],
+        body: Callable[[Callable[[Unit], LessonResult]], object],
         modified: list[str],
     ) -> None:
         self.plugin, self.replayer, self.files = plugin, replayer, files
-        self.next_unit, self.done, self.modified = next_unit, done, modified
+        self.body, self.modified = body, modified
         self.errors: dict[str, list[str]] = {}  # a test file's node id -> its collection errors
+        self.session: pytest.Session | None = None
+        self.by_file: dict[Path, list[pytest.Item]] = {}
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -87,20 +108,18 @@ class _Driver:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        by_file: dict[Path, list[pytest.Item]] = {}
+        self.session = session
         for item in session.items:
-            by_file.setdefault(Path(item.path).resolve(), []).append(item)
-        while (unit := self.next_unit()) is not None:
-            test_file = self.files[unit.lesson.module].resolve()
-            node = test_file.relative_to(session.config.rootpath.resolve()).as_posix()
-            try:
-                result: LessonResult | Exception = self._grade(
-                    session, unit, by_file.get(test_file, []), self.errors.get(node, [])
-                )
-            except Exception as error:  # noqa: BLE001 - the grader's own failure, on this unit only
-                result = error
-            self.done(unit, result)
+            self.by_file.setdefault(Path(item.path).resolve(), []).append(item)
+        self.body(self.grade)
         return True
+
+    def grade(self, unit: Unit) -> LessonResult:
+        session = self.session
+        assert session is not None, "grade is handed out inside the session only"
+        test_file = self.files[unit.lesson.module].resolve()
+        node = test_file.relative_to(session.config.rootpath.resolve()).as_posix()
+        return self._grade(session, unit, self.by_file.get(test_file, []), self.errors.get(node, []))
 
     def _grade(
         self, session: pytest.Session, unit: Unit, items: list[pytest.Item], errors: list[str]

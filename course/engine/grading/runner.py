@@ -180,15 +180,11 @@ def grade(
 
     started = time.monotonic()
     source_dir = Path(source_dir).resolve()
-    if not (source_dir / lesson.file_name).is_file():
+    refused = ungradable(lesson, source_dir)
+    if refused is not None:
         if spare:
             spare[0].kill()
-        return missing_file_result(lesson, source_dir)
-    oversized = oversized_file_result(lesson, source_dir)
-    if oversized is not None:
-        if spare:
-            spare[0].kill()
-        return oversized
+        return refused
     readable = landlock.readable_paths(source_dir) if sealed else None
     learner = learner_module.LearnerModule(source_dir, lesson.module, limits, spare, readable=readable)
     plugin = GradingPlugin(learner)
@@ -209,6 +205,13 @@ def grade(
         learner.close()
         tests.cleanup()
     return finish(result, lesson, source_dir, tests.modified, started)
+
+
+def ungradable(lesson: Lesson, source_dir: Path) -> LessonResult | None:
+    """The result of a lesson file that is not graded at all (missing, or too large), or None."""
+    if not (source_dir / lesson.file_name).is_file():
+        return missing_file_result(lesson, source_dir)
+    return oversized_file_result(lesson, source_dir)
 
 
 def finish(

@@ -2,11 +2,12 @@
 imported and grades the requests a check sends it (the calling side, which starts it with
 ``python -I`` in a private folder, is ``client``; its docstring says why and how it is safe).
 
-``serve`` imports everything, grades each lesson once to warm every code path, then keeps one
-*ready child* forked: a copy of itself that has already started a blank worker and waits in
-accept(). A request is graded by that child, with the same ``runner.grade`` as a cold check
-(several lessons side by side: ``side_by_side``), and the child exits; the server forks the next
-ready child.
+``serve`` imports everything, grades each lesson once to warm every code path, opens one pytest
+session that collects every lesson's tests (``one_session.in_session``), then keeps one *ready
+child* forked: a copy of itself, session included, that has already started a blank worker and
+waits in accept(). A request for one lesson is graded by that child in the inherited session,
+with the result ``runner.grade`` gives a cold check; several lessons are graded side by side
+(``side_by_side``). The child exits and the server forks the next ready child.
 
 A server serves one course build, the one whose fingerprint (``client.fingerprint``) names its
 socket: it exits as soon as the course's files change, on a stop request, and after
@@ -23,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,12 @@ from course.engine.warm import private_socket
 from course.engine.warm.client import fingerprint
 
 if TYPE_CHECKING:
+    from course.content.catalog import Lesson
+    from course.engine.grading.one_session import Unit
+    from course.engine.results import LessonResult
     from course.engine.sandbox.process import Worker
+
+    Grade = Callable[[Unit], LessonResult]
 
 IDLE_SECONDS = 600
 
@@ -55,7 +62,7 @@ def _warm_up() -> None:
 _COSTS: dict[str, float] = {}  # lesson module -> seconds its warm-up grade took (for scheduling)
 
 
-def _ready_child(listener: socket.socket, notify: int) -> None:
+def _ready_child(listener: socket.socket, notify: int, grade: Grade | None) -> None:
     """Runs in a forked child: start a spare worker, wait for one request, grade it, exit.
     The spare and its scratch folder are gone when it exits, whatever happened."""
     import shutil
@@ -89,13 +96,15 @@ def _ready_child(listener: socket.socket, notify: int) -> None:
         listener.close()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with connection:
-            _answer(connection, notify, spare, scratch)
+            _answer(connection, notify, spare, scratch, grade)
     finally:
         spare.kill()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path) -> None:
+def _answer(
+    connection: socket.socket, notify: int, spare: Worker, scratch: Path, grade: Grade | None
+) -> None:
     from course.content.catalog import load_catalog
 
     connection.settimeout(5)
@@ -119,9 +128,28 @@ def _answer(connection: socket.socket, notify: int, spare: Worker, scratch: Path
         raise LookupError(order["modules"])
     from course.engine.warm.side_by_side import grade_side_by_side
 
-    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch), _COSTS)
+    folder = Path(order["source_dir"])
+    if len(lessons) == 1 and grade is not None:
+        results: list[dict | None] = [_graded_in_session(lessons[0], folder, spare, scratch, grade)]
+    else:
+        results = grade_side_by_side(lessons, folder, (spare, scratch), _COSTS)
     connection.settimeout(None)
     connection.sendall(json.dumps({"results": results}).encode())
+
+
+def _graded_in_session(lesson: Lesson, folder: Path, spare: Worker, scratch: Path, grade: Grade) -> dict:
+    """One lesson of ``folder`` graded in the session the server collected ahead: the result
+    ``runner.grade`` gives (tests/test_server.py holds this)."""
+    from course.engine.calls.learner_module import LearnerModule
+    from course.engine.grading.one_session import Unit
+    from course.engine.grading.runner import ungradable
+
+    folder = folder.resolve()
+    refused = ungradable(lesson, folder)
+    if refused is not None:
+        spare.kill()
+        return refused.to_dict()
+    return grade(Unit(lesson, folder, LearnerModule(folder, lesson.module, spare=(spare, scratch)))).to_dict()
 
 
 def serve(path: Path) -> int:
@@ -149,7 +177,8 @@ def serve(path: Path) -> int:
     signal.set_wakeup_fd(ended_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     built = fingerprint()
-    try:
+
+    def serve_requests(grade: Grade | None) -> None:
         while True:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # see _ready_child
             child = os.fork()
@@ -163,7 +192,7 @@ def serve(path: Path) -> int:
                 os.close(notify_read)
                 code = 0
                 try:
-                    _ready_child(listener, notify_write)
+                    _ready_child(listener, notify_write, grade)
                 except BaseException:  # noqa: BLE001 - the caller falls back on its own grade
                     code = 1
                 os._exit(code)
@@ -173,10 +202,34 @@ def serve(path: Path) -> int:
                     os.waitpid(child, 0)
                 except (ProcessLookupError, ChildProcessError):
                     pass
-                return 0
+                return
+
+    try:
+        _in_a_collected_session(serve_requests)
     finally:
         path.unlink(missing_ok=True)
         listener.close()
+    return 0
+
+
+def _in_a_collected_session(serve_requests: Callable[[Grade | None], None]) -> None:
+    """Serve inside one pytest session that has collected every lesson's tests, so a child
+    grades a single lesson without pytest's start-up and collection (``one_session``); without
+    such a session (it could not start), each request is graded by ``runner.grade``."""
+    from course.content.catalog import load_catalog
+    from course.engine.grading.one_session import in_session
+
+    served: list[bool] = []
+
+    def body(grade: Grade) -> None:
+        served.append(True)
+        serve_requests(grade)
+
+    lessons = load_catalog().available()
+    if lessons:
+        in_session(lessons, body)
+    if not served:
+        serve_requests(None)
 
 
 def _forget_stale_servers(path: Path) -> None:
