@@ -399,3 +399,20 @@ def test_docs_architecture_describes_every_package():
         folder = init.parent.relative_to(PACKAGE).as_posix()
         named = (f"`{folder}/`", f"`course/{folder}/`", f"`{folder.rsplit('/', 1)[-1]}/`")
         assert any(name in text for name in named), folder
+
+
+def test_the_grading_tests_face_hands_out_every_name_it_lists_and_loads_nothing_until_asked():
+    script = (
+        "import sys\nimport course.engine.testing as face\n"
+        "assert 'hypothesis' not in sys.modules and 'course.engine.pictures.maps' not in sys.modules\n"
+        "import course.engine.testing.error_shapes, course.engine.testing.misconceptions\n"
+        "assert 'hypothesis' not in sys.modules, 'a module of the package loaded the face'\n"
+        "for name in face.__all__:\n    assert getattr(face, name) is not None, name\n"
+        "from course.engine.testing import check_array, maps, memo\n"
+        "assert maps.__name__ == 'course.engine.pictures.maps' and memo.__name__.endswith('.memo')\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
