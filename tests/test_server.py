@@ -266,3 +266,31 @@ def test_a_process_done_with_its_lesson_takes_the_next_one_from_the_queue(tmp_pa
     results = side_by_side.grade_side_by_side(lessons, tmp_path, (Spare(), tmp_path), costs)
     assert [result["lesson"] for result in results] == [lesson.module for lesson in lessons]
     assert (done / lessons[0].module).read_text() == "others done"
+
+
+def test_the_server_serves_in_a_collected_session_and_without_one_when_it_cannot_start(monkeypatch):
+    from course.content.catalog import load_catalog
+    from course.engine.calls.learner_module import LearnerModule
+    from course.engine.grading import one_session, runner
+    from course.engine.warm import server
+
+    lesson = load_catalog().resolve("1")
+    graded: list[dict] = []
+
+    def serve(grade):
+        unit = one_session.Unit(
+            lesson, SOLUTIONS.resolve(), LearnerModule(SOLUTIONS.resolve(), lesson.module)
+        )
+        graded.append(grade(unit).to_dict())
+
+    server._in_a_collected_session(serve)
+    assert checks(graded[0]) == checks(runner.grade(lesson, SOLUTIONS).to_dict())
+    assert graded[0]["status"] == "passed"
+
+    def no_session(lessons, body):
+        raise RuntimeError("pytest could not start")
+
+    monkeypatch.setattr(one_session, "in_session", no_session)
+    handed: list[object] = []
+    server._in_a_collected_session(handed.append)
+    assert handed == [None]  # each request then graded by runner.grade

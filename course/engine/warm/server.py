@@ -225,9 +225,13 @@ def _in_a_collected_session(serve_requests: Callable[[Grade | None], None]) -> N
         served.append(True)
         serve_requests(grade)
 
-    lessons = load_catalog().available()
-    if lessons:
-        in_session(lessons, body)
+    try:
+        lessons = load_catalog().available()
+        if lessons:
+            in_session(lessons, body)
+    except Exception:
+        if served:
+            raise  # the serving itself failed: as without a session, the server ends
     if not served:
         serve_requests(None)
 
