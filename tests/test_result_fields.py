@@ -162,7 +162,7 @@ def test_the_time_inside_the_learners_calls_is_measured_by_the_grader_and_kept_i
         if e["name"] == "fuse_head_weights"
         for c in e["checks"]
     )
-    assert 0 < quick["learner_seconds"] <= quick["duration"]
-    assert slowed["learner_seconds"] >= quick["learner_seconds"] + 0.05 * calls
+    assert 0 < quick["learner_seconds"] < quick["duration"]  # the grader's own time is the rest
+    assert calls >= 1 and slowed["learner_seconds"] >= 0.05 * calls  # every sleep is inside a call
     assert slowed["learner_seconds"] <= slowed["duration"]
     assert LessonResult.from_dict(slowed).learner_seconds == slowed["learner_seconds"]
