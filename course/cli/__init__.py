@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import typer

@@ -9,7 +9,7 @@ without typer.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn

@@ -9,10 +9,9 @@ check loads the rendering of attention maps (numpy) only when there is a picture
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from course.cli.common import lesson_or_current, open_session, show
-
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:
     from course.workspace import prefetch

@@ -17,8 +17,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn

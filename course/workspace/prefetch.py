@@ -14,8 +14,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from course.content.catalog import Lesson

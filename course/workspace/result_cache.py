@@ -34,10 +34,9 @@ import json
 import os
 from pathlib import Path
 from stat import S_ISREG
+from typing import TYPE_CHECKING
 
 from course import atomic_file
-
-TYPE_CHECKING = False  # as typing's (mypy reads it as True), without importing typing
 
 if TYPE_CHECKING:  # loaded when an entry is read or written: a check sends its request first
     from course.engine.results import LessonResult
