@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from trees import baseline_tree, wait_for_warm_grader
+
 REPO = Path(__file__).resolve().parent.parent
 COURSE = [sys.executable, "-m", "course"]
 BARE = "python -c 'import numpy'"
@@ -125,7 +127,6 @@ class Watch:
 
 def main() -> int:
     if "--per-lesson" in sys.argv[1:]:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         import lesson_latency
 
         sys.argv.remove("--per-lesson")
@@ -185,20 +186,10 @@ def main() -> int:
                 ("course next (all passed)", [*COURSE, "next"], root / "all", env, None),
             ]
         if args.baseline:  # the same commands with the course as of that commit, in each round
-            tree = root / "baseline"
-            tree.mkdir()
-            archive = subprocess.run(
-                ["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+            tree = baseline_tree(args.baseline, root / "baseline")
             old = dict(env, PYTHONPATH=str(tree))
             subprocess.run([*COURSE, "check", "3"], cwd=root / "solved", capture_output=True, env=old)
-            waited = (  # a baseline from before course/engine/warm/ (course/engine/server.py)
-                "import sys\ntry:\n    from course.engine.warm import client\n"
-                "except ImportError:\n    from course.engine import server as client\n"
-                "sys.exit(not client.ready(120))"
-            )
-            subprocess.run([sys.executable, "-c", waited], env=old, check=True)
+            wait_for_warm_grader(old)
             rows += [
                 (
                     f"{name} [{args.baseline}]",

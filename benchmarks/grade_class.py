@@ -32,6 +32,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+from trees import baseline_tree
+
 REPO = Path(__file__).resolve().parent.parent
 os.environ["COURSE_SERVER"] = "off"
 os.environ["COURSE_LIMITS"] = "call=1,import=2,run=20"
@@ -175,15 +177,6 @@ def timed_run(folder: Path, lessons: str, workers: int, same: bool, tree: Path) 
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     return answer["seconds"], answer["cpu"], json.loads(json.dumps(answer["rows"]))
-
-
-def baseline_tree(ref: str, into: Path) -> Path:
-    """The course as of git ``ref``, exported (not checked out) into ``into``."""
-    import subprocess
-
-    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main() -> int:

@@ -35,6 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from trees import baseline_tree, stop_warm_grader, wait_for_warm_grader  # noqa: E402
+
 from tests.helpers import classic_mistakes, mistaken_source  # noqa: E402
 
 COURSE = [sys.executable, "-m", "course"]
@@ -74,15 +76,6 @@ def workspace(root: Path, name: str, env: dict) -> Path:
     return root / name
 
 
-def wait_for_warm_grader(env: dict) -> None:
-    waited = (
-        "import sys\ntry:\n    from course.engine.warm import client\n"
-        "except ImportError:\n    from course.engine import server as client\n"
-        "sys.exit(not client.ready(120))"
-    )
-    subprocess.run([sys.executable, "-c", waited], env=env, check=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -111,10 +104,7 @@ def main() -> int:
     (root / "run").mkdir(mode=0o700)
     trees = {"": env}
     if args.baseline:
-        tree = root / "baseline-tree"
-        tree.mkdir()
-        archive = subprocess.run(["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        tree = baseline_tree(args.baseline, root / "baseline-tree")
         trees[f" [{args.baseline}]"] = dict(env, PYTHONPATH=str(tree))
     passing: dict[str, list[tuple[float, float]]] = {}
     failing: dict[str, dict[str, list[tuple[float, float]]]] = {}
@@ -148,12 +138,7 @@ def main() -> int:
             print(f"round {round_ + 1}/{args.runs} done", file=sys.stderr)
     finally:
         for tree_env in trees.values():
-            subprocess.run(
-                [sys.executable, "-c", "from course.engine.warm import client; client.stop()"],
-                env=tree_env,
-                capture_output=True,
-                check=False,
-            )
+            stop_warm_grader(tree_env)
         shutil.rmtree(root, ignore_errors=True)
     report(statistics.median(bare), passing, failing)
     return 0
