@@ -244,7 +244,7 @@ def test_a_process_done_with_its_lesson_takes_the_next_one_from_the_queue(tmp_pa
     done = tmp_path / "done"
     done.mkdir()
 
-    def fake_grade(lesson, folder):
+    def fake_grade(lesson, folder, spare):
         waited = "others done"
         if lesson is lessons[0]:
             deadline = time.monotonic() + 30
@@ -260,37 +260,34 @@ def test_a_process_done_with_its_lesson_takes_the_next_one_from_the_queue(tmp_pa
         def kill(self):
             pass
 
-    monkeypatch.setattr(side_by_side, "grade", fake_grade)
     monkeypatch.setattr(side_by_side.os, "cpu_count", lambda: 2)
     costs = {lesson.module: 1.0 for lesson in lessons} | {lessons[1].module: 5.0}
-    results = side_by_side.grade_side_by_side(lessons, tmp_path, (Spare(), tmp_path), costs)
+    results = side_by_side.grade_side_by_side(lessons, tmp_path, (Spare(), tmp_path), costs, fake_grade)
     assert [result["lesson"] for result in results] == [lesson.module for lesson in lessons]
     assert (done / lessons[0].module).read_text() == "others done"
 
 
-def test_the_server_serves_in_a_collected_session_and_without_one_when_it_cannot_start(monkeypatch):
+def test_the_server_grades_in_a_collected_session_and_without_one_when_it_cannot_start(monkeypatch, tmp_path):
     from course.content.catalog import load_catalog
-    from course.engine.calls.learner_module import LearnerModule
     from course.engine.grading import one_session, runner
     from course.engine.warm import server
 
     lesson = load_catalog().resolve("1")
+    alone = runner.grade(lesson, SOLUTIONS).to_dict()
     graded: list[dict] = []
 
-    def serve(grade):
-        unit = one_session.Unit(
-            lesson, SOLUTIONS.resolve(), LearnerModule(SOLUTIONS.resolve(), lesson.module)
-        )
-        graded.append(grade(unit).to_dict())
+    def serve(grade_one):  # a lesson of a folder, as the server's children grade it
+        graded.append(grade_one(lesson, SOLUTIONS, None).to_dict())
+        graded.append(grade_one(lesson, tmp_path, None).to_dict())  # no lesson file there
 
     server._in_a_collected_session(serve)
-    assert checks(graded[0]) == checks(runner.grade(lesson, SOLUTIONS).to_dict())
-    assert graded[0]["status"] == "passed"
+    assert graded[0]["status"] == "passed" and checks(graded[0]) == checks(alone)
+    assert graded[1] == runner.grade(lesson, tmp_path).to_dict()
 
     def no_session(lessons, body):
         raise RuntimeError("pytest could not start")
 
     monkeypatch.setattr(one_session, "in_session", no_session)
-    handed: list[object] = []
-    server._in_a_collected_session(handed.append)
-    assert handed == [None]  # each request then graded by runner.grade
+    graded.clear()
+    server._in_a_collected_session(serve)  # each lesson then graded by runner.grade
+    assert graded[0]["status"] == "passed" and checks(graded[0]) == checks(alone)

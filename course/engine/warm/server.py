@@ -5,9 +5,9 @@ imported and grades the requests a check sends it (the calling side, which start
 ``serve`` imports everything, grades each lesson once to warm every code path, opens one pytest
 session that collects every lesson's tests (``one_session.in_session``), then keeps one *ready
 child* forked: a copy of itself, session included, that has already started a blank worker and
-waits in accept(). A request for one lesson is graded by that child in the inherited session,
-with the result ``runner.grade`` gives a cold check; several lessons are graded side by side
-(``side_by_side``). The child exits and the server forks the next ready child.
+waits in accept(). A request is graded by that child in the inherited session, with the result
+``runner.grade`` gives a cold check (several lessons side by side, each in a forked copy of the
+session: ``side_by_side``). The child exits and the server forks the next ready child.
 
 A server serves one course build, the one whose fingerprint (``client.fingerprint``) names its
 socket: it exits as soon as the course's files change, on a stop request, and after
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from course.engine.grading.one_session import Unit
     from course.engine.results import LessonResult
     from course.engine.sandbox.process import Worker
+    from course.engine.warm.side_by_side import GradeOne
 
     Grade = Callable[[Unit], LessonResult]
 
@@ -62,7 +63,7 @@ def _warm_up() -> None:
 _COSTS: dict[str, float] = {}  # lesson module -> seconds its warm-up grade took (for scheduling)
 
 
-def _ready_child(listener: socket.socket, notify: int, grade: Grade | None) -> None:
+def _ready_child(listener: socket.socket, notify: int, grade_one: GradeOne) -> None:
     """Runs in a forked child: start a spare worker, wait for one request, grade it, exit.
     The spare and its scratch folder are gone when it exits, whatever happened."""
     import shutil
@@ -96,14 +97,14 @@ def _ready_child(listener: socket.socket, notify: int, grade: Grade | None) -> N
         listener.close()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with connection:
-            _answer(connection, notify, spare, scratch, grade)
+            _answer(connection, notify, spare, scratch, grade_one)
     finally:
         spare.kill()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _answer(
-    connection: socket.socket, notify: int, spare: Worker, scratch: Path, grade: Grade | None
+    connection: socket.socket, notify: int, spare: Worker, scratch: Path, grade_one: GradeOne
 ) -> None:
     from course.content.catalog import load_catalog
 
@@ -128,28 +129,34 @@ def _answer(
         raise LookupError(order["modules"])
     from course.engine.warm.side_by_side import grade_side_by_side
 
-    folder = Path(order["source_dir"])
-    if len(lessons) == 1 and grade is not None:
-        results: list[dict | None] = [_graded_in_session(lessons[0], folder, spare, scratch, grade)]
-    else:
-        results = grade_side_by_side(lessons, folder, (spare, scratch), _COSTS)
+    results = grade_side_by_side(lessons, Path(order["source_dir"]), (spare, scratch), _COSTS, grade_one)
     connection.settimeout(None)
     connection.sendall(json.dumps({"results": results}).encode())
 
 
-def _graded_in_session(lesson: Lesson, folder: Path, spare: Worker, scratch: Path, grade: Grade) -> dict:
-    """One lesson of ``folder`` graded in the session the server collected ahead: the result
+def _in_session(grade: Grade) -> GradeOne:
+    """One lesson of a folder graded in the session the server collected ahead: the result
     ``runner.grade`` gives (tests/test_server.py holds this)."""
     from course.engine.calls.learner_module import LearnerModule
     from course.engine.grading.one_session import Unit
     from course.engine.grading.runner import ungradable
 
-    folder = folder.resolve()
-    refused = ungradable(lesson, folder)
-    if refused is not None:
-        spare.kill()
-        return refused.to_dict()
-    return grade(Unit(lesson, folder, LearnerModule(folder, lesson.module, spare=(spare, scratch)))).to_dict()
+    def grade_one(lesson: Lesson, folder: Path, spare: tuple[Worker, Path] | None) -> LessonResult:
+        folder = folder.resolve()
+        refused = ungradable(lesson, folder)
+        if refused is not None:
+            if spare:
+                spare[0].kill()
+            return refused
+        return grade(Unit(lesson, folder, LearnerModule(folder, lesson.module, spare=spare)))
+
+    return grade_one
+
+
+def _by_runner(lesson: Lesson, folder: Path, spare: tuple[Worker, Path] | None) -> LessonResult:
+    from course.engine.grading.runner import grade
+
+    return grade(lesson, folder, spare=spare)
 
 
 def serve(path: Path) -> int:
@@ -178,7 +185,7 @@ def serve(path: Path) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     built = fingerprint()
 
-    def serve_requests(grade: Grade | None) -> None:
+    def serve_requests(grade_one: GradeOne) -> None:
         while True:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # see _ready_child
             child = os.fork()
@@ -192,7 +199,7 @@ def serve(path: Path) -> int:
                 os.close(notify_read)
                 code = 0
                 try:
-                    _ready_child(listener, notify_write, grade)
+                    _ready_child(listener, notify_write, grade_one)
                 except BaseException:  # noqa: BLE001 - the caller falls back on its own grade
                     code = 1
                 os._exit(code)
@@ -212,10 +219,10 @@ def serve(path: Path) -> int:
     return 0
 
 
-def _in_a_collected_session(serve_requests: Callable[[Grade | None], None]) -> None:
+def _in_a_collected_session(serve_requests: Callable[[GradeOne], None]) -> None:
     """Serve inside one pytest session that has collected every lesson's tests, so a child
-    grades a single lesson without pytest's start-up and collection (``one_session``); without
-    such a session (it could not start), each request is graded by ``runner.grade``."""
+    grades a lesson without pytest's start-up and collection (``one_session``); without such
+    a session (it could not start), each lesson is graded by ``runner.grade``."""
     from course.content.catalog import load_catalog
     from course.engine.grading.one_session import in_session
 
@@ -223,7 +230,7 @@ def _in_a_collected_session(serve_requests: Callable[[Grade | None], None]) -> N
 
     def body(grade: Grade) -> None:
         served.append(True)
-        serve_requests(grade)
+        serve_requests(_in_session(grade))
 
     try:
         lessons = load_catalog().available()
@@ -233,7 +240,7 @@ def _in_a_collected_session(serve_requests: Callable[[Grade | None], None]) -> N
         if served:
             raise  # the serving itself failed: as without a session, the server ends
     if not served:
-        serve_requests(None)
+        serve_requests(_by_runner)
 
 
 def _forget_stale_servers(path: Path) -> None:

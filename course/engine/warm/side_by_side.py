@@ -5,8 +5,8 @@ The warm grader's child that took a request for several lessons (``course check 
 all-passed ``course next``) queues the lessons, the longest first (the costs the warm-up
 measured), in a pipe every forked process reads from: a process takes the next lesson when it
 is done with its last one, so a lesson that costs more or less than the warm-up said never
-leaves one core idle while the other works through a fixed share. Each grades its lessons with
-``runner.grade`` exactly as a single check does (a worker of its own per lesson, its own pytest
+leaves one core idle while the other works through a fixed share. Each grades its lessons as a
+single check is graded (``GradeOne``: a worker of its own per lesson, in the server's collected
 session) and sends each result back (``forked``). A result that does not arrive is None (the
 command then grades that lesson itself).
 """
@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from course.content.catalog import Lesson
 from course.engine.grading import forked
-from course.engine.grading.runner import grade
+from course.engine.results import LessonResult
 from course.engine.sandbox.process import Worker
+
+# grade_one(lesson, folder, spare): one lesson of the folder, with a blank worker started ahead
+GradeOne = Callable[[Lesson, Path, "tuple[Worker, Path] | None"], LessonResult]
 
 _ENTRY = 4  # bytes per queued lesson index: one read takes exactly one (all are queued at once)
 
@@ -49,7 +52,11 @@ def _take(queue: int) -> int | None:
 
 
 def grade_side_by_side(
-    lessons: Sequence[Lesson], folder: Path, spare: tuple[Worker, Path], costs: dict[str, float]
+    lessons: Sequence[Lesson],
+    folder: Path,
+    spare: tuple[Worker, Path],
+    costs: dict[str, float],
+    grade_one: GradeOne,
 ) -> list[dict | None]:
     """Each lesson graded in a process forked from this warm one, as many processes as there
     are cores; their results as dicts, in order. A single lesson is graded here, with
@@ -58,7 +65,7 @@ def grade_side_by_side(
     result does not arrive gets None in its place, and the caller grades it itself. ``costs``:
     seconds per lesson module, as measured before."""
     if len(lessons) == 1:
-        return [grade(lessons[0], folder, spare=spare).to_dict()]
+        return [grade_one(lessons[0], folder, spare).to_dict()]
     spare[0].kill()
     at_once = max(1, min(os.cpu_count() or 1, len(lessons)))
     results: list[dict | None] = [None] * len(lessons)
@@ -66,7 +73,7 @@ def grade_side_by_side(
 
     def grade_queued(send: forked.Send) -> None:
         while (index := _take(queue)) is not None:
-            send([index, grade(lessons[index], folder).to_dict()])
+            send([index, grade_one(lessons[index], folder, None).to_dict()])
 
     def received(value: object) -> None:
         if isinstance(value, list) and len(value) == 2:
