@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
 LESSONS = REPO / "lessons"
 MISTAKES = REPO / "tests" / "mistakes"
+UNCATALOGUED = REPO / "tests" / "uncatalogued"
 
 
 def grade_folder(folder: Path, lesson: str, examples: tuple[Path, str] | None = None) -> dict:
@@ -125,10 +126,11 @@ def import_lessons(*modules: str, folder: Path = SOLUTIONS) -> tuple[ModuleType,
         sys.modules.update(saved)
 
 
-def classic_mistakes() -> list[tuple[str, dict]]:
-    """(lesson module, mistake) for every classic mistake in tests/mistakes/*.toml."""
+def classic_mistakes(folder: Path = MISTAKES) -> list[tuple[str, dict]]:
+    """(lesson module, mistake) for every classic mistake in tests/mistakes/*.toml (or in the
+    same format in ``folder``: tests/uncatalogued/ holds the mistakes written blind)."""
     cases = []
-    for path in sorted(MISTAKES.glob("l*.toml")):
+    for path in sorted(folder.glob("l*.toml")):
         with open(path, "rb") as handle:
             cases += [(path.stem, mistake) for mistake in tomllib.load(handle)["mistake"]]
     return cases
@@ -144,7 +146,7 @@ def mistaken_source(module: str, mistake: dict | str) -> str:
         found = source.count(edit["old"])
         assert found == 1, (
             f"edit {number} of {module}/{mistake['name']} matches the solution "
-            f"{found} times (it must match once): update tests/mistakes/{module}.toml"
+            f"{found} times (it must match once): update its .toml"
         )
         source = source.replace(edit["old"], edit["new"])
     return source
@@ -172,3 +174,36 @@ def run_course(
         env=environment,
         timeout=120,
     )
+
+
+def named_ids(result: dict) -> list[set[str]]:
+    """The mistakes each failing check names: one set per naming check (a check that names
+    several together, "one of ...", gives them all)."""
+    named = []
+    for exercise in result["exercises"]:
+        for check in exercise["checks"]:
+            if check["status"] != "passed" and check["mistake_id"]:
+                named.append(set(check["mistake_id"].split("-or-")))
+    return named
+
+
+def feedback_kind(result: dict, mistake: dict) -> str:
+    """How the grade of an uncatalogued ``mistake`` reads to the learner, by a rule (so before
+    and after compare): "false pass"; "wrong" (some check names a mistake that is not one of
+    its ``may_name``); "named right" (a check names one of them); "inferable" (no name, but a
+    check points at the cause: the learner's own failing line, a function it uses that fails,
+    or a hand-checked case worked out in the message); "generic" (only wrong values)."""
+    if result["status"] == "passed":
+        return "false pass"
+    allowed = set(mistake.get("may_name", []))
+    named = named_ids(result)
+    if any(not (ids & allowed) for ids in named):
+        return "wrong"
+    if named:
+        return "named right"
+    failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
+    pointed = result.get("note") or result.get("message")
+    shown = (c["call_line"] or c["kind"] == "hand-checked" or ", line " in c["message"] for c in failing)
+    if pointed or any(shown):
+        return "inferable"
+    return "generic"
