@@ -71,6 +71,15 @@ of your function from outside the process running it, at T = 512 and S = 8,192 a
 It allows your inputs a few times over and a few MiB besides: a (T, S) array of scores (128 MiB at
 S = 32,768), or whole rows of S scores for a block of queries, exceeds that, and so does memory
 that grows with S. `course show 13 --map` draws your peak beside that of lesson 3's attention.
+
+What the grader checks, and what it cannot: it compares both functions' answers with lesson 2's
+and lesson 3's, on cases built to break a recurrence that goes wrong (a row whose maximum sits in
+an early block and leads by 1000, a last block shorter than the others, rows masked so far), and
+it measures the memory of online_softmax_attention. It cannot see how many passes either makes:
+a two-pass softmax (lesson 2's own, say) returns the same numbers and passes, and so does an
+attention that visits the blocks twice, first for the maximum, then for the sum and the output,
+in the same small memory. One pass is this lesson's point, and yours to keep: it is what lets
+FlashAttention read each block of keys and values once.
 (The course's tiny model has 24 positions: a head's 24 x 24 float64 scores are 4.5 KiB, too small
 for any of this to matter. This lesson measures synthetic long inputs instead.)
 

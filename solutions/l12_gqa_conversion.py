@@ -86,7 +86,10 @@ Conventions (the same in every lesson)
   a list of parameter dicts, as course.tiny_model.load() returns it.
 - The conversions return NEW dicts of NEW arrays (copies, never views of the input): an optimizer
   updating the converted weights in place must not change the MHA checkpoint. They never modify
-  their inputs and keep their dtype.
+  their inputs and keep their dtype. The grader can see a shared array only where an update
+  would reach it: it runs the given fine_tune_step, which updates one converted layer in place,
+  for the mean, first-head and random-head methods. It cannot see whether convert_model copies
+  the embeddings and the unembedding: that part of the contract is yours to keep.
 
 This lesson uses your causal_mask (lesson 4), grouped_query_attention (lesson 8, with your lessons
 1, 3 and 5 inside) and kv_cache_bytes (lesson 9): finish those first.
