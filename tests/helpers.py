@@ -192,9 +192,10 @@ def feedback_kind(result: dict, mistake: dict) -> str:
     and after compare): "false pass"; "wrong" (some check names a mistake that is not one of
     its ``may_name``); "named right" (a check names one of them); "inferable" (no name, but a
     check points at the cause: the learner's own failing line, a function it uses that fails,
-    or a hand-checked case worked out in the message); "generic" (only wrong values)."""
+    or a hand-checked case worked out in the message); "generic" (only wrong values); "harmless"
+    (marked so: it passes, equal to the reference on every graded input)."""
     if result["status"] == "passed":
-        return "false pass"
+        return "harmless" if "harmless" in mistake else "false pass"
     allowed = set(mistake.get("may_name", []))
     named = named_ids(result)
     if any(not (ids & allowed) for ids in named):
@@ -203,7 +204,10 @@ def feedback_kind(result: dict, mistake: dict) -> str:
         return "named right"
     failing = [c for e in result["exercises"] for c in e["checks"] if c["status"] != "passed"]
     pointed = result.get("note") or result.get("message")
-    shown = (c["call_line"] or c["kind"] == "hand-checked" or ", line " in c["message"] for c in failing)
+    shown = (
+        c["call_line"] or c.get("blamed") or c["kind"] == "hand-checked" or ", line " in c["message"]
+        for c in failing
+    )
     if pointed or any(shown):
         return "inferable"
     return "generic"

@@ -138,3 +138,52 @@ def test_catalog_records_are_read_only_values():
     assert "module='l01_projections'" in repr(lesson)
     with pytest.raises(AttributeError):
         lesson.title = "changed"
+
+
+def test_the_exercises_each_exercise_calls_are_those_its_solution_calls():
+    """``calls`` in the catalog is what each solution calls, directly or through a helper of its
+    own file that is not an exercise: an exercise of its lesson, or one imported from an earlier
+    lesson (``module.name``)."""
+    import ast
+
+    from tests.helpers import SOLUTIONS
+
+    exercises = {lesson.module: {e.name for e in lesson.exercises} for lesson in CATALOG.lessons}
+    for lesson in CATALOG.lessons:
+        tree = ast.parse((SOLUTIONS / f"{lesson.module}.py").read_text())
+        imported = {
+            alias.asname or alias.name: f"{node.module}.{alias.name}"
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module in exercises
+            for alias in node.names
+            if alias.name in exercises[node.module]
+        }
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        for exercise in lesson.exercises:
+            found, seen, todo = set(), set(), [exercise.name]
+            while todo:
+                for call in ast.walk(functions[todo.pop()]):
+                    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+                        continue
+                    name = call.func.id
+                    if name in seen:
+                        continue
+                    seen.add(name)
+                    if name in exercises[lesson.module] and name != exercise.name:
+                        found.add(name)
+                    elif name in imported:
+                        found.add(imported[name])
+                    elif name in functions and name not in exercises[lesson.module]:
+                        todo.append(name)
+            assert set(exercise.calls) == found, (lesson.module, exercise.name)
+
+
+def test_an_exercise_may_call_only_its_lessons_other_exercises_and_earlier_ones():
+    with open(CATALOG_FILE, "rb") as handle:
+        data = tomllib.load(handle)
+    data["lessons"][0]["exercises"][0]["calls"] = ["l02_softmax.softmax"]  # a later lesson
+    with pytest.raises(CatalogError, match="calls 'l02_softmax.softmax'"):
+        catalog_from_data(data)
+    data["lessons"][0]["exercises"][0]["calls"] = ["linear"]  # itself
+    with pytest.raises(CatalogError, match="calls 'linear'"):
+        catalog_from_data(data)

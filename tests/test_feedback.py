@@ -6,18 +6,29 @@ import pytest
 from rich.console import Console
 
 from course.content.catalog import load_catalog
+from course.engine.grading import blame
 from course.engine.results import EXAMPLE, HAND_CHECKED, PROPERTY, CheckResult, ExerciseResult, LessonResult
 from course.engine.testing import error_shapes
-from course.engine.testing.compare import KnownMistake, Mistake, check_array, check_scalar, diagnose
+from course.engine.testing.compare import (
+    KnownMistake,
+    Mistake,
+    check_array,
+    check_scalar,
+    diagnose,
+    named_by_code,
+    rule_out,
+    take_ruled_out,
+)
 from course.engine.wire.messages import Opaque
 from course.render import screens
 from course.workspace import folder as ws
 from course.workspace.session import open_session
-from tests.helpers import grade_folder, import_lessons, solutions_with_mistake
+from tests.helpers import SOLUTIONS, grade_folder, import_lessons, solutions_with, solutions_with_mistake
 
 EXPECTED = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
-MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale")
-DOUBLED = Mistake("doubled", "doubled")
+MISSING = Mistake("missing-scale", "the scale is missing", misconception="missing-scale", exercises=("f",))
+DOUBLED = Mistake("doubled", "doubled", exercises=("f",))
+NEGATED = Mistake("negated", "negated", exercises=("f",))
 
 
 def message_of(actual, expected=EXPECTED, **kwargs):
@@ -106,12 +117,90 @@ def test_a_known_mistake_is_named_and_carried_on_the_exception():
     assert (
         caught.value.mistake.id == "missing-scale" and caught.value.mistake.misconception == "missing-scale"
     )
-    assert "This looks like a known mistake: the scale is missing." in str(caught.value)
+    assert "returned wrong values" in str(caught.value)  # the report adds the name, for its exercise
 
 
 def test_a_mistake_that_does_not_match_is_not_claimed():
-    assert diagnose(EXPECTED * 3, {DOUBLED: EXPECTED * 2}) is None
-    assert "known mistake" not in message_of(EXPECTED * 3, mistakes={DOUBLED: EXPECTED * 2})
+    assert diagnose(EXPECTED * 3, {DOUBLED: EXPECTED * 2}, EXPECTED) is None
+    with pytest.raises(AssertionError) as caught:
+        check_array(EXPECTED * 3, EXPECTED, what="f(x)", dims="B T D", mistakes={DOUBLED: EXPECTED * 2})
+    assert not isinstance(caught.value, KnownMistake)
+
+
+def test_a_variant_that_is_the_right_answer_on_this_case_names_nothing():
+    # The case cannot tell the mistake from the right answer, so matching it is no evidence.
+    wrong = EXPECTED + 1
+    assert diagnose(wrong, {DOUBLED: wrong, MISSING: EXPECTED}, EXPECTED) is DOUBLED
+    zero_case = np.zeros(4)  # doubling zeros is harmless here
+    assert diagnose(np.ones(4), {DOUBLED: zero_case, NEGATED: np.ones(4)}, zero_case) is NEGATED
+    assert diagnose(zero_case + 1, {DOUBLED: zero_case * 2}, zero_case) is None
+
+
+def test_a_near_miss_is_named_after_no_mistake_that_is_near_the_right_answer():
+    # float32 arithmetic cast back: 1e-6 off, within the matching tolerance of a variant that
+    # differs from the right answer by less than that tolerance too.
+    near = EXPECTED * (1 + 1e-6)
+    assert diagnose(near, {DOUBLED: EXPECTED * (1 + 5e-5)}, EXPECTED) is None
+
+
+def test_an_all_zero_answer_is_evidence_of_no_mistake_unless_a_number_was_the_mistake():
+    zeros = np.zeros(4)
+    assert diagnose(zeros, {DOUBLED: zeros, NEGATED: zeros}, np.arange(4.0)) is None
+    assert diagnose(np.full(4, np.nan), {DOUBLED: np.full(4, np.nan)}, np.arange(4.0)) is None
+    assert diagnose(zeros, {DOUBLED: zeros}, np.full(4, np.nan)) is DOUBLED  # 0 instead of NaN
+    assert diagnose(np.full(4, 7.0), {DOUBLED: np.full(4, 7.0)}, np.arange(4.0)) is DOUBLED
+
+
+def test_matching_variants_that_agree_are_named_together_and_ones_that_differ_are_not():
+    wrong = EXPECTED * 2
+    both = diagnose(wrong, {DOUBLED: wrong, MISSING: lambda: wrong.copy()}, EXPECTED)
+    assert both is not None and both.claims() == (
+        ("doubled", "doubled"),
+        ("missing-scale", "the scale is missing"),
+    )
+    apart = wrong * (1 + 1.8e-4)  # each within the matching tolerance of the answer, not of each other
+    assert diagnose(wrong * (1 + 9e-5), {DOUBLED: wrong, NEGATED: apart}, EXPECTED) is None
+
+
+def test_a_wrong_dtype_with_right_values_is_named_only_by_a_variant_of_that_dtype():
+    wide = EXPECTED.astype(np.float64)
+    narrow = EXPECTED.astype(np.float32)
+    assert diagnose(wide, {DOUBLED: narrow.astype(np.float64)}, narrow) is DOUBLED
+    assert diagnose(wide, {DOUBLED: narrow}, narrow) is None
+
+
+def test_a_count_is_matched_exactly():
+    assert diagnose(np.asarray(1_000_050), {DOUBLED: np.asarray(1_000_000)}, np.asarray(7)) is None
+    assert diagnose(np.asarray(14), {DOUBLED: np.asarray(14)}, np.asarray(7)) is DOUBLED
+
+
+def test_a_passed_comparison_rules_out_the_mistakes_it_tells_apart():
+    take_ruled_out()
+    worded = DOUBLED.plus(" (twice)")
+    rule_out({DOUBLED: EXPECTED * 2, NEGATED: EXPECTED, worded: lambda: EXPECTED * 2}, EXPECTED)
+    assert take_ruled_out() == {("doubled", "doubled")}  # NEGATED equals it here; a callable is left
+    assert take_ruled_out() == frozenset()
+    rule_out({Mistake.any_of(DOUBLED, NEGATED): EXPECTED * 2}, EXPECTED)
+    assert take_ruled_out() == {("doubled", "doubled"), ("negated", "negated")}
+
+
+def test_code_patterns_name_the_mistake_that_includes_every_other_match_and_only_for_its_exercise():
+    both = Mistake("both", "k and v from x_q", exercises=("f",))
+    keys = Mistake("keys", "k from x_q", exercises=("f",))
+    other = Mistake("other", "somewhere else", exercises=("g",))
+    patterns = {both: (r"k = x_q", r"v = x_q"), keys: r"k = x_q", other: r"k = x_q"}
+    assert named_by_code(["k = x_q @ w", "v = x_q @ w"], patterns, "f") is both
+    assert named_by_code(["k = x_q @ w"], patterns, "f") is keys
+    assert named_by_code(["k = x_q @ w"], patterns, "g") is other
+    clash = {keys: r"k = x_q", NEGATED: r"@ w"}  # two patterns, neither including the other
+    assert named_by_code(["k = x_q @ w"], clash, "f") is None
+
+
+def test_a_mistake_must_say_which_exercises_it_belongs_to():
+    with pytest.raises(ValueError, match="exercises it belongs to"):
+        Mistake("doubled", "doubled")
+    assert DOUBLED.belongs_to("f") and not DOUBLED.belongs_to("g")
+    assert Mistake.any_of(DOUBLED, Mistake("x", "x", exercises=("g",))).exercises == ("f", "g")
 
 
 def test_a_mistake_named_by_a_bare_sentence_is_a_grader_bug_even_when_the_answer_is_right():
@@ -123,19 +212,21 @@ def test_a_mistake_named_by_a_bare_sentence_is_a_grader_bug_even_when_the_answer
 
 def test_a_mistake_id_is_kebab_case_and_its_misconception_is_in_the_registry():
     with pytest.raises(ValueError, match="kebab-case"):
-        Mistake("Missing Scale", "the scale is missing")
+        Mistake("Missing Scale", "the scale is missing", exercises=("f",))
     with pytest.raises(ValueError, match="does not hold"):
-        Mistake("missing-scale", "the scale is missing", misconception="no-such-misconception")
+        Mistake(
+            "missing-scale", "the scale is missing", misconception="no-such-misconception", exercises=("f",)
+        )
 
 
 def test_a_mistake_reads_as_its_sentence_and_keeps_its_ids_when_worded_for_a_case():
-    axis = Mistake("wrong-axis", "over axis {axis}", misconception="softmax-wrong-axis")
+    axis = Mistake("wrong-axis", "over axis {axis}", misconception="softmax-wrong-axis", exercises=("f",))
     worded = axis.format(axis=0).plus(" (is the axis ignored?)")
     assert str(worded) == "over axis 0 (is the axis ignored?)" and f"{worded}" == worded.says
-    assert (worded.id, worded.misconception) == ("wrong-axis", "softmax-wrong-axis")
+    assert (worded.id, worded.misconception, worded.exercises) == ("wrong-axis", "softmax-wrong-axis", ("f",))
     both = Mistake.any_of(DOUBLED, MISSING)
     assert both.says == "doubled; or the scale is missing"
-    assert (both.id, both.misconception) == ("doubled-or-missing-scale", "missing-scale")
+    assert (both.id, both.misconception) == ("doubled-or-missing-scale", "")  # they show different ones
 
 
 @pytest.mark.parametrize(
@@ -268,3 +359,96 @@ def test_call_shapes_name_only_the_sizes_that_fit_one_letter():
         "\nRead the sizes in the error with these letters: T = 3, S = 5."
     )
     assert error_shapes.in_letters("g", {"argument 1": (2,)}, dims) == ""
+
+
+# ---------------------------------------------------------------- blame where the cause is
+def test_a_check_that_fails_because_a_function_it_uses_fails_blames_that_function(tmp_path):
+    # relative_position_share with the offset pointing the wrong way: classify_heads, which
+    # calls it, fails too, and must send the learner to relative_position_share, not name a
+    # classifier mistake.
+    result = grade_folder(
+        solutions_with_mistake(tmp_path, "l10_head_roles", "share_offset_sign"), "l10_head_roles"
+    )
+    by_name = {exercise["name"]: exercise for exercise in result["exercises"]}
+    assert by_name["relative_position_share"]["status"] != "passed"
+    failing = [c for c in by_name["classify_heads"]["checks"] if c["status"] != "passed"]
+    assert failing
+    for check in failing:
+        assert check["blamed"] == "relative_position_share" and not check["mistake_id"]
+        assert (
+            "`classify_heads` uses your `relative_position_share`, which fails its own checks"
+            in check["message"]
+        )
+        assert "known mistake" not in check["message"]
+    own = [c for c in by_name["relative_position_share"]["checks"] if c["status"] != "passed"]
+    assert any("the offset points the wrong way" in c["message"] for c in own)
+
+
+def test_a_failing_earlier_lesson_takes_the_blame_from_the_checks_of_functions_that_use_it():
+    lesson = load_catalog().by_module("l03_attention")
+    named = CheckResult(
+        "t", "failed", "wrong\nThis looks like a known mistake: x.", mistake="x", mistake_id="x"
+    )
+    named.naming = "\nThis looks like a known mistake: x."
+    result = LessonResult(
+        "l03_attention",
+        "failed",
+        [
+            ExerciseResult("attention_scores", "failed", [CheckResult("s", "failed", "scores wrong")]),
+            ExerciseResult("scaled_dot_product_attention", "failed", [named, CheckResult("ok", "passed")]),
+        ],
+    )
+    blame.earlier_lessons(result, lesson, ["l02_softmax"])
+    assert result.exercises[0].checks[0].message == "scores wrong"  # it calls no earlier lesson
+    assert named.message == (
+        "wrong\n`scaled_dot_product_attention` uses your `softmax` from l02_softmax.py, which does not "
+        "pass its own check (`course check l02_softmax`): fix it first."
+    )
+    assert (named.mistake, named.mistake_id, named.blamed) == ("", "", "l02_softmax.softmax")
+    assert result.exercises[1].checks[1].message == ""
+
+
+@pytest.mark.parametrize(
+    "broken, says",
+    [
+        (
+            "def softmax(x, axis=-1)\n    return x\n",
+            "l03_attention.py imports your l02_softmax.py, which has a syntax error (line 1), so none "
+            "of this lesson can run: fix it first (`course check l02_softmax`).",
+        ),
+        (
+            None,
+            "l03_attention.py imports your l02_softmax.py, which is not in your workspace: "
+            "`course reset l02_softmax` brings back its fresh skeleton, or put your own copy back.",
+        ),
+    ],
+)
+def test_an_earlier_lesson_that_cannot_be_imported_is_named_in_one_line_not_the_graded_file(
+    tmp_path, broken, says
+):
+    folder = solutions_with(tmp_path, "l02_softmax", broken or "")
+    if broken is None:
+        (folder / "l02_softmax.py").unlink()
+    result = grade_folder(folder, "l03_attention")
+    assert (result["status"], result["message"]) == ("error", says)
+
+
+def test_an_index_error_shows_the_line_that_made_the_array_it_indexed(tmp_path):
+    source = (SOLUTIONS / "l05_heads.py").read_text()
+    start = source.index("def merge_heads(")
+    body = source[start:]
+    broken = source[:start] + body.replace(
+        "    ### BEGIN SOLUTION\n",
+        "    ### BEGIN SOLUTION\n    shape = x.shape[:2]  # (B, H): one axis short\n    sizes = shape[3]\n",
+        1,
+    )
+    folder = solutions_with(tmp_path, "l05_heads", broken)
+    result = grade_folder(folder, "l05_heads")
+    merge = next(e for e in result["exercises"] if e["name"] == "merge_heads")
+    failing = [c for c in merge["checks"] if c["status"] != "passed"]
+    assert failing and all("IndexError" in c["message"] for c in failing)
+    line = broken.splitlines().index("    shape = x.shape[:2]  # (B, H): one axis short") + 1
+    assert all(
+        f"`shape` was made on line {line}: shape = x.shape[:2]  # (B, H): one axis short" in c["message"]
+        for c in failing
+    )

@@ -33,6 +33,8 @@ def test_the_solution_passes_every_check_and_every_catalog_exercise_has_checks(m
                 "kind",
                 "raised_in",
                 "call_line",
+                "naming",
+                "blamed",
             }
             assert check["kind"] in KINDS
 

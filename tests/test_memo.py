@@ -103,8 +103,10 @@ def test_while_warming_up_a_passing_check_computes_its_mistake_variants_and_othe
     oracle, calls = counting_oracle()
     x = np.arange(6.0).reshape(2, 3)
     mistakes = {
-        Mistake("doubled", "doubled"): lambda: oracle(x, scale=2.0)[0],
-        Mistake("broken", "broken"): lambda: 1 / 0,  # a variant that cannot be formed is skipped
+        Mistake("doubled", "doubled", exercises=("f",)): lambda: oracle(x, scale=2.0)[0],
+        Mistake("broken", "broken", exercises=("f",)): lambda: (
+            1 / 0
+        ),  # a variant that cannot be formed is skipped
     }
     check_array(x.copy(), x, what="f(x)", dims="B D", mistakes=mistakes)
     assert calls == [] and not memo.warming()
@@ -112,6 +114,7 @@ def test_while_warming_up_a_passing_check_computes_its_mistake_variants_and_othe
         assert memo.warming()
         check_array(x.copy(), x, what="f(x)", dims="B D", mistakes=mistakes)
     assert len(calls) == 1 and not memo.warming()
-    with pytest.raises(AssertionError, match="doubled"):  # the wrong answer finds it remembered
+    with pytest.raises(AssertionError) as caught:  # the wrong answer finds it remembered
         check_array(x * 2.0, x, what="f(x)", dims="B D", mistakes=mistakes)
+    assert caught.value.mistake.id == "doubled"
     assert len(calls) == 1

@@ -1,6 +1,6 @@
 """How the feedback reads on the mistakes written blind (tests/uncatalogued/): per lesson, how
-many are named right, inferable, generic, named wrong, or pass (tests.helpers.feedback_kind
-says which is which).
+many are named right, inferable, generic, named wrong, pass, or pass as marked harmless
+(tests.helpers.feedback_kind says which is which).
 
     python tools/uncatalogued_feedback.py [--json FILE] [--verbose]
 """
@@ -26,7 +26,7 @@ from tests.helpers import (  # noqa: E402 - the repository's root is put on the 
     solutions_with,
 )
 
-KINDS = ("named right", "inferable", "generic", "wrong", "false pass")
+KINDS = ("named right", "inferable", "generic", "wrong", "false pass", "harmless")
 
 
 def main() -> None:

@@ -54,13 +54,14 @@ class Record:
 
 
 class Exercise(Record):
-    __slots__ = ("name", "summary", "hints")
+    __slots__ = ("name", "summary", "hints", "calls")
     name: str
     summary: str
     hints: tuple[str, ...]
+    calls: tuple[str, ...]  # exercises it uses: "name" of its lesson, "<module>.<name>" of an earlier one
 
-    def __init__(self, name: str, summary: str, hints: tuple[str, ...]) -> None:
-        super().__init__(name, summary, hints)
+    def __init__(self, name: str, summary: str, hints: tuple[str, ...], calls: tuple[str, ...] = ()) -> None:
+        super().__init__(name, summary, hints, calls)
 
 
 class Lesson(Record):
@@ -233,6 +234,7 @@ def catalog_from_data(data: dict) -> Catalog:
                 name=_text(e, "name", f"exercise {index} of {where}"),
                 summary=e.get("summary", ""),
                 hints=tuple(e.get("hints", ())),
+                calls=tuple(e.get("calls", ())),
             )
             for index, e in enumerate(entry.get("exercises", ()), 1)
         )
@@ -245,7 +247,22 @@ def catalog_from_data(data: dict) -> Catalog:
                 exercises=exercises,
             )
         )
+    _check_calls(lessons)
     return Catalog(title=title, version=version, lessons=tuple(lessons))
+
+
+def _check_calls(lessons: list[Lesson]) -> None:
+    """Every exercise an exercise ``calls`` exists: in its own lesson, or in an earlier one."""
+    for index, lesson in enumerate(lessons):
+        earlier = {f"{e.module}.{x.name}" for e in lessons[:index] for x in e.exercises}
+        own = {x.name for x in lesson.exercises}
+        for exercise in lesson.exercises:
+            for called in exercise.calls:
+                if called not in own - {exercise.name} and called not in earlier:
+                    raise CatalogError(
+                        f"The catalog's exercise {exercise.name} of {lesson.module} calls {called!r}, "
+                        "which is neither another exercise of its lesson nor one of an earlier lesson."
+                    )
 
 
 @lru_cache(maxsize=1)

@@ -27,6 +27,10 @@ PROPERTY = "property"  # generated inputs (hypothesis)
 KINDS = (HAND_CHECKED, EXAMPLE, PROPERTY)
 
 
+NAMING = "This looks like a known mistake: {}."
+"""The line a check's message gets when it names a classic mistake (given its sentence)."""
+
+
 @dataclass
 class CheckResult:
     name: str
@@ -38,6 +42,22 @@ class CheckResult:
     kind: str = EXAMPLE  # one of KINDS: how telling a failure of this check is
     raised_in: str = ""  # the earlier lesson module the learner's error was raised in ...
     call_line: int = 0  # ... called from this line of this lesson's file
+    naming: str = ""  # the end of ``message`` that names the mistake and its misconception
+    blamed: str = ""  # a function this check's exercise uses that fails: "name" or "module.name"
+
+    def name_mistake(self, text: str) -> None:
+        """Add ``text`` about the named mistake to the message (kept apart for ``blame``)."""
+        self.message += text
+        self.naming += text
+
+    def blame(self, function: str, sentence: str) -> None:
+        """The cause lies in ``function``, which this check's exercise uses and which fails:
+        ``sentence`` says so, in place of any mistake named for this exercise."""
+        if self.naming and self.message.endswith(self.naming):
+            self.message = self.message[: -len(self.naming)]
+        self.naming = self.mistake = self.mistake_id = self.misconception = ""
+        self.blamed = function
+        self.message += f"\n{sentence}"
 
     def rank(self) -> tuple[int, int]:
         """Sort key of a failure: a named mistake first, then by kind (hand-checked first)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.content.catalog import Lesson
+from course.engine.grading import blame
 from course.engine.results import PASSED, LessonResult
 from course.workspace import folder as ws
 from course.workspace import prefetch
@@ -108,9 +109,11 @@ def check_many(
                 f"This lesson had passed, but it uses {resets[lesson.module]}.py, which was reset "
                 "since: it passes again once both files work together."
             )
-        if not result.passed and not result.note:
+        if not result.passed:
             pending = [m for m in result.uses if session.state.status(m) != PASSED]
-            if pending:
+            checked = [m for m in pending if m in session.state.lessons]  # and found failing
+            blame.earlier_lessons(result, lesson, checked)
+            if pending and not result.note:
                 result.note = (
                     f"This lesson uses your {pending[0]}.py, which has not passed its own "
                     f"check yet (`course check {pending[0]}`): a problem there shows here."

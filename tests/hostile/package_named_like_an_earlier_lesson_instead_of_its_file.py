@@ -1,5 +1,5 @@
 # lesson: 3
-# expect: No module named 'l02_softmax'
+# expect: l03_attention.py imports your l02_softmax.py, which is not in your workspace
 # expect: l02_softmax/ (a package named like a lesson) is ignored: only l02_softmax.py is graded
 # ---- l02_softmax.py
 <delete>

@@ -19,29 +19,43 @@ from course.engine.testing import (
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
 
 # ---------------------------------------------------------------- classic mistakes, by name
-W_TRANSPOSED = Mistake("w-transposed", "w.T was used instead of w")
+W_TRANSPOSED = Mistake("w-transposed", "w.T was used instead of w", exercises=("linear",))
 W_TRANSPOSED_SQUARE = Mistake(
-    "w-transposed", "w.T was used instead of w (weights are stored (d_in, d_out) and applied as x @ w)"
+    "w-transposed",
+    "w.T was used instead of w (weights are stored (d_in, d_out) and applied as x @ w)",
+    exercises=("linear",),
 )
-NO_BIAS = Mistake("no-bias", "the bias b is not added")
-HEADS_REVERSED = Mistake("heads-reversed", "the heads come out in reverse order")
-HEAD_REVERSED = Mistake("heads-reversed", "head {h} holds head {other}'s projection: reversed order")
+NO_BIAS = Mistake("no-bias", "the bias b is not added", exercises=("linear",))
+HEADS_REVERSED = Mistake(
+    "heads-reversed", "the heads come out in reverse order", exercises=("head_projections",)
+)
+HEAD_REVERSED = Mistake(
+    "heads-reversed",
+    "head {h} holds head {other}'s projection: reversed order",
+    exercises=("head_projections",),
+)
 RESHAPE_NO_TRANSPOSE = Mistake(
     "reshape-without-transpose",
     "the (B, T, H*K) projection was reshaped straight to (B, H, T, K), "
     "without a transpose, so positions and heads got mixed",
     misconception="reshape-without-transpose",
+    exercises=("head_projections",),
 )
 X_AT_W_HEADS = Mistake(
     "x-at-w-heads",
     "`x @ w_heads` does not loop over the heads: matmul broadcasts the leading axes, pairing "
     "batch element b with head b ((B,) against (H,)); give x a head axis first, x[:, None] "
     '(B, 1, T, D) @ w_heads (H, D, K) -> (B, H, T, K), or use np.einsum("btd,hdk->bhtk", x, w_heads)',
+    exercises=("head_projections",),
 )
 # Mistakes that raise instead of returning a wrong answer, named from the learner's code around
 # the error (the grading plugin applies these to every check; testing.named_by_code).
 CODE_MISTAKES = {X_AT_W_HEADS: r"\bx\s*@\s*w_heads\b(?!\s*\[)|matmul\(\s*x\s*,\s*w_heads\s*\)"}
-FUSE_NO_MOVE = Mistake("fuse-without-moving-heads", "w_heads was reshaped without moving the head axis first")
+FUSE_NO_MOVE = Mistake(
+    "fuse-without-moving-heads",
+    "w_heads was reshaped without moving the head axis first",
+    exercises=("fuse_head_weights",),
+)
 FUSE_NO_MOVE_ROWS = FUSE_NO_MOVE.plus(", so rows of different heads got mixed")
 FUSE_INTERLEAVED = Mistake(
     "interleaved-heads",
@@ -49,10 +63,12 @@ FUSE_INTERLEAVED = Mistake(
     "of in the block h*K:(h+1)*K: move the head axis next to K, not "
     "after it",
     misconception="interleaved-heads",
+    exercises=("fuse_head_weights",),
 )
 FUSE_ROWS = Mistake(
     "heads-stacked-along-rows",
     "the heads were stacked along the rows (axis 0) instead of side by side along the columns",
+    exercises=("fuse_head_weights",),
 )
 
 

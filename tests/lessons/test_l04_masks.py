@@ -67,95 +67,97 @@ TOP_LEFT = Mistake(
     "is_causal=True) instead of bottom-right (j <= i + (S - T)): with a KV cache the T new "
     "queries are the LAST T of the S positions",
     misconception="top-left-causal",
+    exercises=("causal_mask",),
 )
 WRONG_OFFSET = Mistake(
     "wrong-offset",
     "the offset has the wrong sign: use j <= i + (S - T), not j <= i + (T - S)",
+    exercises=("causal_mask",),
 )
 CAUSAL_FLIPPED = Mistake(
     "causal-flipped",
     "mask polarity reversed: True must mean may attend (the past and the query's own "
     "position), False the future keys",
+    exercises=("causal_mask",),
 )
 DIAGONAL = Mistake(
     "diagonal",
     "off by one: the diagonal is excluded (j < i + (S - T) instead of <=), so a query may "
     "not attend its own position",
+    exercises=("causal_mask",),
 )
 DIAGONAL_EXTRA = Mistake(
     "diagonal-extra",
     "off by one: each query also sees the next position (j <= i + (S - T) + 1), one key of the future",
+    exercises=("causal_mask",),
 )
 TRANSPOSED = Mistake(
     "transposed",
     "the mask is transposed: rows must be queries and columns keys, and query i sees "
     "the keys at or BEFORE its position (the lower triangle)",
+    exercises=("causal_mask",),
 )
 PADDING_2D = Mistake(
     "padding-2d",
     "the query axis is missing: (B, S) instead of (B, 1, S). Against (B, T, S) scores a "
     "(B, S) mask lines its B axis up with T; insert the axis with [:, None, :]",
+    exercises=("padding_mask",),
 )
 PADDING_LAST = Mistake(
     "padding-last",
     "the query axis is in the wrong place: (B, S, 1) instead of (B, 1, S)",
+    exercises=("padding_mask",),
 )
 PADDING_LE = Mistake(
     "padding-le",
     "off by one: j <= lengths[b] lets one padding key through; a sequence of length L "
     "owns keys 0..L-1, so use j < lengths[b]",
+    exercises=("padding_mask",),
 )
 PADDING_FLIPPED = Mistake(
     "padding-flipped",
     "mask polarity reversed: True must mark the real keys (j < lengths[b]), not the "
     "padding (that is PyTorch's key_padding_mask convention, the opposite of ours)",
+    exercises=("padding_mask",),
 )
 COMBINE_OR = Mistake(
     "combine-or",
     "the masks were combined with a logical or: a key must be allowed by EVERY mask, so use np.logical_and",
+    exercises=("combine_masks",),
 )
 COMBINE_FLIPPED = Mistake(
     "combine-flipped",
     "the result is the logical not of the right answer: True must mean may attend",
+    exercises=("combine_masks",),
 )
 NOT_BOOL = Mistake(
     "not-bool",
     "the mask holds numbers instead of booleans: build it from a comparison (j <= i) or "
     "np.ones(..., dtype=bool)",
+    exercises=("causal_mask", "combine_masks", "padding_mask"),
 )
 
 
 SWAPPED_TS = Mistake(
     "swapped-ts",
     "t and s are swapped: the mask must be (T, S), one row per query, not (S, T)",
+    exercises=("causal_mask",),
 )
 
 
 def check_mask(actual, expected, *, what, dims, mistakes=None):
     """check_array for masks: a wrong dtype gets a message about booleans, not about inputs."""
-    # A variant equal to the right answer (top-left == bottom-right when T == S) names nothing.
-    mistakes = {
-        name: (lambda v=variant: _unless_right(v, expected)) for name, variant in (mistakes or {}).items()
-    }
     if isinstance(actual, np.ndarray) and actual.dtype != np.bool_ and actual.dtype.kind in "biuf":
         right = actual.shape == expected.shape and np.array_equal(actual, expected)
-        named = "" if right else diagnose(actual, mistakes)
+        named = None if right else diagnose(actual, mistakes, expected)
         raise KnownMistake(
             f"{what} returned dtype {actual.dtype}{' (its values are right)' if right else ''}; "
             "a mask must have dtype bool (True = may attend). `~` on integers flips bits "
             "(~1 == -2, still true) and PyTorch adds a float attn_mask to the scores instead of "
-            f"blocking keys.\nThis looks like a known mistake: {named or NOT_BOOL}.",
+            "blocking keys.",
             named or NOT_BOOL,
         )
     check_array(actual, expected, what=what, dims=dims, mistakes=mistakes)
-
-
-def _unless_right(variant, expected):
-    """The variant's mask, computed when needed; raises (= no match) if it is the right one."""
-    value = np.asarray(variant() if callable(variant) else variant)
-    if value.shape == expected.shape and np.array_equal(value, expected):
-        raise ValueError("this variant is the right answer for these sizes")
-    return value
 
 
 def causal_mistakes(t, s):
@@ -382,6 +384,7 @@ NONE_SKIPPED = Mistake(
     "none-skipped",
     "None entries must be skipped: None means no mask, so combine_masks(None, m) is m "
     "and combine_masks(m1, None, m2) is the logical and of m1 and m2",
+    exercises=("combine_masks",),
 )
 
 

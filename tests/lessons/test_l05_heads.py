@@ -65,31 +65,37 @@ SPLIT_NO_TRANSPOSE = Mistake(
     "x was reshaped straight to (B, H, T, K) without a transpose, so positions "
     "and heads got mixed: reshape to (B, T, H, K) first, then swap axes 1 and 2",
     misconception="reshape-without-transpose",
+    exercises=("split_heads",),
 )
 SPLIT_INTERLEAVED = Mistake(
     "split-interleaved",
     "interleaved head split (reshape to (B, T, K, H), then move H): head h got "
     "columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K",
     misconception="interleaved-heads",
+    exercises=("split_heads",),
 )
 SPLIT_NO_SWAP = Mistake(
     "split-no-swap",
     "the head axis was not moved before T: the answer is (B, T, H, K); swap axes 1 and 2 to get (B, H, T, K)",
+    exercises=("split_heads",),
 )
 SPLIT_WRONG_SWAP = Mistake(
     "split-wrong-swap",
     "the wrong axes were moved: (B, T, H, K) must become (B, H, T, K), i.e. swap "
     "axes 1 and 2 (np.swapaxes(x, 1, 2) or np.transpose(x, (0, 2, 1, 3)))",
+    exercises=("split_heads",),
 )
 SPLIT_DOT_T = Mistake(
     "split-dot-t",
     "`.T` was used on a 4-D array: it reverses EVERY axis, (B, T, H, K) -> (K, H, T, B); "
     "use np.swapaxes(x, 1, 2)",
+    exercises=("split_heads",),
 )
 SPLIT_T_AXIS = Mistake(
     "split-t-axis",
     "the wrong axis was split: the positions T were cut into heads instead of the "
     "features D (split the last axis, axis=-1)",
+    exercises=("split_heads",),
 )
 MERGE_NO_TRANSPOSE = Mistake(
     "merge-no-transpose",
@@ -97,26 +103,31 @@ MERGE_NO_TRANSPOSE = Mistake(
     "transpose, so each row holds several tokens of one head: swap axes 1 and 2 "
     "first, then reshape",
     misconception="reshape-without-transpose",
+    exercises=("merge_heads",),
 )
 MERGE_INTERLEAVED = Mistake(
     "merge-interleaved",
     "interleaved merge (moved to (B, T, K, H) before the reshape): head h landed "
     "in columns h, h+H, h+2H, ... instead of the block h*K:(h+1)*K",
+    exercises=("merge_heads",),
 )
 MERGE_NO_RESHAPE = Mistake(
     "merge-no-reshape",
     "the heads were moved but not reshaped: the answer is (B, T, H, K); reshape it to (B, T, H*K)",
+    exercises=("merge_heads",),
 )
 MERGE_T_AXIS = Mistake(
     "merge-t-axis",
     "the heads were concatenated along the positions T, (B, H*T, K), instead of along "
     "the features: (B, T, H*K)",
+    exercises=("merge_heads",),
 )
 
 MERGE_REVERSED = Mistake(
     "merge-reversed",
     "the heads were merged in reverse order: head h must fill columns h*K:(h+1)*K, head 0 "
     "first (Concat(head_1, ..., head_H)), not head H-1 first",
+    exercises=("merge_heads",),
 )
 
 

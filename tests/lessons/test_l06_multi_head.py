@@ -92,35 +92,42 @@ AVERAGED = Mistake(
     "averaged",
     "the weights were averaged over the heads, giving (B, T, S) (PyTorch's default "
     "average_attn_weights=True); return one attention map per head, (B, H, T, S)",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 NO_OUT_PROJ = Mistake(
     "no-out-proj",
     "the output projection is missing: the merged heads must go through w_o and b_o "
     "(out = linear(merge_heads(heads), w_o, b_o))",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 ALL_BIASES = Mistake(
     "all-biases",
     "the biases were not added: use params.get('b_q'), params.get('b_k'), "
     "params.get('b_v') and params.get('b_o') (None when absent) in the projections",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 ONE_BIAS = Mistake(
     "one-bias",
     "the bias {name} is not added (params.get('{name}') belongs in its projection)",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 TRANSPOSED_W = Mistake(
     "transposed-w",
     "the weights were used transposed (x @ w.T, PyTorch's layout): course weights are "
     "stored (d_in, d_out) and applied as x @ w",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 SELF_ONLY = Mistake(
     "self-only",
     "x_q was used for the keys and values: keys and values come from x_kv (in "
     "cross-attention its length S differs from T)",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 SELF_PART = Mistake(
     "self-part",
     "x_q was used for the {which} (only the {other} came from x_kv): keys and values both come "
     "from x_kv, the sequence attended to (in cross-attention its length S differs from T)",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 SELF_KEYS, SELF_VALUES = (
     SELF_PART.format(which="keys", other="values"),
@@ -140,62 +147,74 @@ SWAPPED_SOURCES = Mistake(
     "swapped-sources",
     "the queries came from x_kv and the keys and values from x_q: queries come "
     "from x_q, keys and values from x_kv",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 SCALE_D = Mistake(
     "scale-d",
     "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K) with K "
     "the head width (D // H): each head's dot products are taken in K dimensions",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 SCALE_HK = Mistake(
     "scale-hk",
     "the scores were scaled by 1/sqrt(H*K), the width of all heads together, instead of "
     "1/sqrt(K) with K the head width",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 INTERLEAVED = Mistake(
     "interleaved",
     "head i used the interleaved columns i::H instead of its block i*K:(i+1)*K: the "
     "fused weights put each head's K columns side by side",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 MASK_NO_HEAD_AXIS = Mistake(
     "mask-no-head-axis",
     "the mask was used without a head axis: against (B, H, T, S) scores a "
     "(B, T, S) mask lines its batch axis up with the heads; broadcast it to "
     "(B, T, S), then mask[:, None] gives (B, 1, T, S)",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 MASK_TS_AS_BTS = Mistake(
     "mask-ts-as-bts",
     "a (T, S) mask was given a head axis as if it were (B, T, S): mask[:, None] "
     "made it (T, 1, S), lining T up with the heads; broadcast the mask to (B, T, S) "
     "first (np.broadcast_to), then add the head axis",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 MASK_IGNORED = Mistake(
     "mask-ignored",
     "the mask was ignored",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 MASK_FLIPPED = Mistake(
     "mask-flipped",
     "mask polarity flipped: True was treated as blocked (PyTorch's attn_mask "
     "convention), but in the course True means may attend",
     misconception="mask-polarity",
+    exercises=("multi_head_attention", "multi_head_attention_loop"),
 )
 NOT_TRANSPOSED = Mistake(
     "not-transposed",
     "the PyTorch weights were copied without transposing: PyTorch stores "
     "(d_out, d_in) and computes x @ W.T, the course stores (d_in, d_out): take .T",
+    exercises=("params_from_torch",),
 )
 WRONG_ORDER = Mistake(
     "wrong-order",
     "in_proj_weight was split in the wrong order: its rows hold W_Q (0:D), then W_K (D:2D), then W_V (2D:3D)",
+    exercises=("params_from_torch",),
 )
 WRONG_ORDER_BIAS = Mistake(
     "wrong-order-bias",
     "in_proj_bias was split in the wrong order: it holds b_q (0:D), then b_k (D:2D), then b_v (2D:3D)",
+    exercises=("params_from_torch",),
 )
 SHARES_STATE = Mistake(
     "shares-state",
     "the result shares memory with the PyTorch state (w_in[:D].T and the like are views of it): "
     "training the course parameters in place changed the PyTorch weights; copy each array "
     "(np.array(...) or .copy())",
+    exercises=("params_from_torch",),
 )
 
 
@@ -1064,8 +1083,7 @@ class TestParamsFromTorch:
                 ]
             if changed:
                 raise KnownMistake(
-                    f"{what} changed the state ({', '.join(changed)}).\n"
-                    f"This looks like a known mistake: {SHARES_STATE}.",
+                    f"{what} changed the state ({', '.join(changed)}).",
                     SHARES_STATE,
                 )
             assert back is not None and isinstance(result[0], dict), (

@@ -25,6 +25,7 @@ from course.engine.testing import (
     LearnerError,
     Mistake,
     check_scalar,
+    diagnose,
     exercise,
     hand_checked,
     remembered,
@@ -58,58 +59,91 @@ def count_oracle(d, h, g=None, bias=True):
 NO_BIASES = Mistake(
     "biases-not-counted",
     "the biases are not counted (b_q, b_k, b_v and b_o have D + G*K + G*K + D entries together)",
+    exercises=("count_parameters",),
 )
 NO_OUT_PROJ_AND_BIAS = Mistake(
     "out-projection-not-counted",
     "W_O (and b_o) are not counted: the layer ends with the (H*K, D) output projection",
+    exercises=("count_parameters",),
 )
 NO_OUT_PROJ = Mistake(
-    "out-projection-not-counted", "W_O is not counted: the layer ends with the (H*K, D) output projection"
+    "out-projection-not-counted",
+    "W_O is not counted: the layer ends with the (H*K, D) output projection",
+    exercises=("count_parameters",),
 )
 LAYER_PER_HEAD = Mistake(
     "layer-per-head",
     "every head was counted with the whole layer's parameters: the count changes with the number of heads",
+    exercises=("count_parameters",),
 )
 SQUARE_PER_HEAD = Mistake(
     "square-matrices-per-head",
     "every head was counted with its own D x D matrices: the count changes with the "
     "number of heads, but head h only owns K = D // H columns of each matrix",
+    exercises=("count_parameters",),
 )
-KV_WITHOUT_K = Mistake("kv-counted-without-k", "W_K and W_V were counted as D x G instead of D x (G*K)")
-FLOAT_COUNT = Mistake("float-count", "the count is a float: / was used where // was needed")
-CURRENT_TOKEN = Mistake("keys-not-shifted", "a head attends to the current token: its keys are not shifted")
-WRONG_OFFSET = Mistake("wrong-offset", "{half} holds the token {back} back instead of {wanted} back")
-COPIES_POSITION = Mistake("values-copy-position", "the values copy the position code instead of the token")
-COPIES_WHOLE = Mistake("values-copy-whole-code", "the values copy the whole [token | position] code")
-HALVES_SWAPPED = Mistake("halves-swapped", "the halves are swapped")
-SAME_OFFSET = Mistake("same-offset", "both heads look at the same offset")
+KV_WITHOUT_K = Mistake(
+    "kv-counted-without-k",
+    "W_K and W_V were counted as D x G instead of D x (G*K)",
+    exercises=("count_parameters",),
+)
+FLOAT_COUNT = Mistake(
+    "float-count", "the count is a float: / was used where // was needed", exercises=("count_parameters",)
+)
+CURRENT_TOKEN = Mistake(
+    "keys-not-shifted",
+    "a head attends to the current token: its keys are not shifted",
+    exercises=("two_head_weights",),
+)
+WRONG_OFFSET = Mistake(
+    "wrong-offset",
+    "{half} holds the token {back} back instead of {wanted} back",
+    exercises=("two_head_weights",),
+)
+COPIES_POSITION = Mistake(
+    "values-copy-position",
+    "the values copy the position code instead of the token",
+    exercises=("two_head_weights",),
+)
+COPIES_WHOLE = Mistake(
+    "values-copy-whole-code",
+    "the values copy the whole [token | position] code",
+    exercises=("two_head_weights",),
+)
+HALVES_SWAPPED = Mistake("halves-swapped", "the halves are swapped", exercises=("two_head_weights",))
+SAME_OFFSET = Mistake("same-offset", "both heads look at the same offset", exercises=("two_head_weights",))
 FUTURE_KEYS = Mistake(
     "keys-point-into-the-future",
     "a head's keys point into the future: the key its query matches is hidden by the causal mask",
+    exercises=("two_head_weights",),
 )
-TOO_SOFT = Mistake("attention-too-soft", "the attention is too soft: the scores are not far enough apart")
+TOO_SOFT = Mistake(
+    "attention-too-soft",
+    "the attention is too soft: the scores are not far enough apart",
+    exercises=("two_head_weights",),
+)
 NO_SQRT_K = Mistake(
     "query-without-sqrt-k",
     "the queries lack their sqrt(K) factor: after the 1/sqrt(K) scaling the right key scores "
     "SCORE / sqrt(K) instead of SCORE",
+    exercises=("two_head_weights",),
 )
 
 
 def count_mistakes(d, h, g=None, bias=True):
-    """Known wrong counts, by value -> the mistake that gives it."""
+    """Known wrong counts: each mistake -> the count it gives."""
     g = h if g is None else g
     k = d // h
     b = 1 if bias else 0
     right = count_oracle(d, h, g, bias)
-    wrong = {
-        2 * d * d + 2 * d * g * k: NO_BIASES,
-        d * d + 2 * d * g * k + b * (d + 2 * g * k): NO_OUT_PROJ_AND_BIAS,
-        d * d + 2 * d * g * k + b * (2 * d + 2 * g * k): NO_OUT_PROJ,
-        h * right: LAYER_PER_HEAD,
-        h * (d * d + 2 * d * g * k + b * (d + 2 * g * k)) + d * d + b * d: SQUARE_PER_HEAD,
-        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): KV_WITHOUT_K,
+    return {
+        NO_BIASES: 2 * d * d + 2 * d * g * k,
+        NO_OUT_PROJ_AND_BIAS: d * d + 2 * d * g * k + b * (d + 2 * g * k),
+        NO_OUT_PROJ: d * d + 2 * d * g * k + b * (2 * d + 2 * g * k),
+        LAYER_PER_HEAD: h * right,
+        SQUARE_PER_HEAD: h * (d * d + 2 * d * g * k + b * (d + 2 * g * k)) + d * d + b * d,
+        KV_WITHOUT_K: 2 * d * d + 2 * d * g + b * (2 * d + 2 * g),
     }
-    return {value: mistake for value, mistake in wrong.items() if value != right}
 
 
 def check_count(actual, d, h, g=None, bias=True):
@@ -129,12 +163,9 @@ def check_count(actual, d, h, g=None, bias=True):
             FLOAT_COUNT,
         )
     if isinstance(actual, (int, np.integer)) and not isinstance(actual, bool) and actual != expected:
-        known = count_mistakes(d, h, g, bias).get(int(actual))
+        known = diagnose(np.asarray(int(actual)), count_mistakes(d, h, g, bias), np.asarray(expected))
         if known:
-            raise KnownMistake(
-                f"{what} returned {actual}; expected {expected}.\nThis looks like a known mistake: {known}.",
-                known,
-            )
+            raise KnownMistake(f"{what} returned {actual}; expected {expected}.", known)
     check_scalar(actual, expected, what=what)
     assert isinstance(actual, (int, np.integer)), (
         f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
@@ -365,11 +396,16 @@ def explain(out, weights, tokens, v, ln, params=None):
     holds, shares = [], []
     for h in (0, 1):
         half = graded[..., h * k : (h + 1) * k]
-        # the share of graded positions at which the half equals each candidate
-        share = {
-            key: float((np.abs(half - arr).max(axis=-1) < 0.05).mean())
-            for key, (arr, _) in candidates.items()
-        }
+        wanted = candidates[("token", h + 1)][0]
+        # the share of the graded positions that tell a candidate from the wanted token (it
+        # differs there) at which the half equals the candidate; at least two such positions,
+        # or a repeated token (the token 0 back equal to the one 1 back) would name a mistake
+        share = {}
+        for key, (arr, _) in candidates.items():
+            telling = np.abs(arr - wanted).max(axis=-1) > 0.05
+            hits = np.abs(half - arr).max(axis=-1) < 0.05
+            share[key] = float(hits[telling].mean()) if telling.sum() >= 2 else 0.0
+        share[("token", h + 1)] = float((np.abs(half - wanted).max(axis=-1) < 0.05).mean())
         best = max(share, key=share.get)
         holds.append(best if share[best] >= 0.5 else None)
         shares.append(share[best])
@@ -441,9 +477,15 @@ def explain(out, weights, tokens, v, ln, params=None):
             "offset of the head), so that query t finds the key t - offset, before it."
         )
     elif soft:
-        mistakes.append(TOO_SOFT)
         b, h, i = np.unravel_index(int(np.argmin(peaks)), peaks.shape)
         share = float((peaks[:, soft] < 1 - 1e-4).mean())
+        aimed = all(  # each soft head's largest weight still on its key: too flat, not lost
+            (weights[:, head, t].argmax(axis=-1) == t - (head + 1)).all()
+            for head in soft
+            for t in range(FIRST_GRADED, weights.shape[2])
+        )
+        if share == 1 and aimed:  # soft everywhere, aimed right: the scale of the scores
+            mistakes.append(TOO_SOFT)
         heads = " and ".join(f"head {s + 1}" for s in soft)
         lines.append(
             f"The attention is too soft in {heads}, at {share:.0%} of the graded positions: "

@@ -31,6 +31,7 @@ from course.engine.testing import (
     check_not_modified,
     check_scalar,
     check_tuple,
+    diagnose,
     exercise,
     hand_checked,
     remembered,
@@ -127,16 +128,20 @@ MODULO = Mistake(
     "query heads were grouped by modulo, i % G (the order 0, 1, 0, 1 that np.tile gives), "
     "instead of i // (H // G) (0, 0, 1, 1): consecutive query heads share a key/value head",
     misconception="tiled-kv-heads",
+    exercises=("kv_head_for_query_head",),
 )
 DIV_BY_G = Mistake(
     "div-by-g",
     "query head i was mapped to i // G, dividing by the number of key/value heads, "
     "instead of i // (H // G), dividing by the group size H // G",
+    exercises=("kv_head_for_query_head",),
 )
 GROUP_G_OVER_H = Mistake(
     "group-g-over-h",
-    "the group size was computed as G // H (0 when G < H) instead of H // G, the "
-    "number of query heads per key/value head",
+    "every query head was mapped to key/value head 0, so the divisor was larger than every "
+    "head number, or the group size came out 0 (G // H is 0 when G < H): divide by the group "
+    "size H // G, the number of query heads per key/value head",
+    exercises=("kv_head_for_query_head",),
 )
 TILED = Mistake(
     "tiled",
@@ -144,15 +149,18 @@ TILED = Mistake(
     "axis=1): head order 0, 1, 0, 1) instead of each head in place (np.repeat(x, n_rep, "
     "axis=1): order 0, 0, 1, 1)",
     misconception="tiled-kv-heads",
+    exercises=("repeat_kv",),
 )
 REPEAT_AXIS = Mistake(
     "repeat-axis",
     "the heads were repeated along axis {axis} ({letter}) instead of axis 1, the "
     "key/value heads: np.repeat(x, n_rep, axis=1)",
+    exercises=("repeat_kv",),
 )
 REPEAT_FLAT = Mistake(
     "repeat-flat",
     "np.repeat was called without axis=1, so it flattened the array",
+    exercises=("repeat_kv",),
 )
 REPEAT_FLAT_RESHAPED = REPEAT_FLAT.plus(
     " (reshaping it back to (B, H, S, K) does not undo that: each number was repeated in "
@@ -164,60 +172,73 @@ GQA_TILED = Mistake(
     "grouping by modulo) instead of key/value head i // (H // G) (the order 0, 0, 1, 1 "
     "of np.repeat(x, n_rep, axis=1))",
     misconception="tiled-kv-heads",
+    exercises=("grouped_query_attention",),
 )
 GQA_AXIS2 = Mistake(
     "gqa-axis2",
     "the key/value heads were repeated along axis 2 (S, the positions) instead of axis 1 (the heads)",
+    exercises=("grouped_query_attention",),
 )
 SCALE_D = Mistake(
     "scale-d",
     "the scores were scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K = D // H the head width",
+    exercises=("grouped_query_attention",),
 )
 SCALE_GK = Mistake(
     "scale-gk",
     "the scores were scaled by 1/sqrt(G*K), the width of all key/value heads together, "
     "instead of 1/sqrt(K), the width of one head",
+    exercises=("grouped_query_attention",),
 )
 SCALE_MISSING = Mistake(
     "missing-scale",
     "the scores are not scaled: the 1/sqrt(K) factor is missing",
     misconception="missing-scale",
+    exercises=("grouped_query_attention",),
 )
 NO_B_Q = Mistake(
     "no-b-q",
     "the bias b_q was not added to the queries",
+    exercises=("grouped_query_attention",),
 )
 NO_B_V = Mistake(
     "no-b-v",
     "the bias b_v was not added to the values",
+    exercises=("grouped_query_attention",),
 )
 NO_B_O = Mistake(
     "no-b-o",
     "the output bias b_o was not added",
+    exercises=("grouped_query_attention",),
 )
 PER_KV_HEAD = Mistake(
     "per-kv-head",
     "the weights have one map per key/value head, (B, G, T, S), instead of one per "
     "query head, (B, H, T, S): query heads that share keys still have their own queries "
     "and their own weights",
+    exercises=("grouped_query_attention",),
 )
 PROMOTED = Mistake(
     "promoted",
     "float32 came back as float64: keep the dtype of the inputs (a numpy float64 such as "
     "np.sqrt(K) promotes float32 arrays; use math.sqrt or leave the scale to lesson 3)",
+    exercises=("grouped_query_attention",),
 )
 MASK_IGNORED = Mistake(
     "mask-ignored",
     "the mask was ignored",
+    exercises=("grouped_query_attention",),
 )
 SWAPPED = Mistake(
     "swapped",
     "out and weights are returned in the wrong order: return out, weights",
+    exercises=("grouped_query_attention",),
 )
 KV_SPLIT_H = Mistake(
     "kv-split-into-h-heads",
     "k or v was split into H = n_heads heads: w_k and w_v are (D, G*K), so k and v have only "
     "G = n_kv_heads heads of width K: split_heads(k, n_kv_heads), then repeat_kv",
+    exercises=("grouped_query_attention",),
 )
 # Mistakes that raise instead of returning a wrong answer, named from the learner's code around
 # the error (the grading plugin applies these to every check; testing.named_by_code): split
@@ -352,8 +373,7 @@ def check_gqa(result, x_q, x_kv, params, n_heads, n_kv_heads, mask=None, *, what
     if n_kv_heads != n_heads and isinstance(weights, np.ndarray) and weights.shape == per_kv:
         raise KnownMistake(
             f"the weights of {what} have shape (B, G, T, S) = {per_kv}; expected "
-            f"(B, H, T, S) = {expected_weights.shape}.\n"
-            f"This looks like a known mistake: {PER_KV_HEAD}.",
+            f"(B, H, T, S) = {expected_weights.shape}.",
             PER_KV_HEAD,
         )
     promoted = {PROMOTED: expected_weights} if dtype == np.float32 else {}
@@ -445,6 +465,11 @@ def check_map(actual, expected, what, mistakes=None):
         )
     if isinstance(actual, np.ndarray):
         expected = expected.astype(actual.dtype)  # any integer dtype will do
+        if actual.shape == expected.shape and expected.any() and not actual.any():
+            # Seen, not matched: its sentence says what was seen, then where it comes from.
+            raise KnownMistake(
+                f"{what} returned {actual.tolist()}; expected {expected.tolist()}.", GROUP_G_OVER_H
+            )
     check_array(actual, expected, what=what, dims="H", mistakes=mistakes)
 
 
@@ -453,7 +478,6 @@ def map_mistakes(n_heads, n_kv_heads):
     return {
         MODULO: heads % n_kv_heads,
         DIV_BY_G: heads // n_kv_heads,
-        GROUP_G_OVER_H: lambda: np.zeros(n_heads, np.int64) if n_kv_heads < n_heads else None,
     }
 
 
@@ -672,8 +696,7 @@ class TestGroupedQueryAttention:
         out, weights = call_gqa(lesson, what, x_q, x_kv, params, 4, 2)
         if isinstance(weights, np.ndarray) and weights.shape == (1, 2, 1, 2):
             raise KnownMistake(
-                f"the weights of {what} have shape (B, G, T, S) = (1, 2, 1, 2).\n"
-                f"This looks like a known mistake: {PER_KV_HEAD}.",
+                f"the weights of {what} have shape (B, G, T, S) = (1, 2, 1, 2).",
                 PER_KV_HEAD,
             )
         check_array(
@@ -716,8 +739,7 @@ class TestGroupedQueryAttention:
         out, weights = call_gqa(lesson, what, x_q, x_kv, params, 2, 1)
         if isinstance(weights, np.ndarray) and weights.shape == (1, 1, 1, 2):
             raise KnownMistake(
-                f"the weights of {what} have shape (B, G, T, S) = (1, 1, 1, 2).\n"
-                f"This looks like a known mistake: {PER_KV_HEAD}.",
+                f"the weights of {what} have shape (B, G, T, S) = (1, 1, 1, 2).",
                 PER_KV_HEAD,
             )
         check_array(
@@ -908,51 +930,56 @@ KV_SQUARE = Mistake(
     "kv-counted-square",
     "in your count_parameters (lesson 7), W_K and W_V were counted as D x D (as if n_kv_heads "
     "were left out), but with G key/value heads they are D x (G*K)",
+    exercises=("kv_parameter_saving",),
 )
 KV_WITHOUT_K = Mistake(
     "kv-counted-without-k",
     "in your count_parameters (lesson 7), W_K and W_V were counted as D x G instead of D x (G*K)",
+    exercises=("kv_parameter_saving",),
 )
 KV_BIASES_D = Mistake(
     "kv-biases-counted-d",
     "in your count_parameters (lesson 7), b_k and b_v were counted with D entries each, but they have G*K",
+    exercises=("kv_parameter_saving",),
 )
-COUNT_FLOAT = Mistake("float-count", "the count is a float: / was used where // was needed")
+COUNT_FLOAT = Mistake(
+    "float-count", "the count is a float: / was used where // was needed", exercises=("kv_parameter_saving",)
+)
 SAVING_REVERSED = Mistake(
     "saving-reversed",
     "the saving is the grouped-query count minus the multi-head count: subtract the other way round",
+    exercises=("kv_parameter_saving",),
 )
 BIAS_NOT_PASSED = Mistake(
     "bias-not-passed",
     "bias was not passed on to count_parameters: both layers must be counted with the bias asked for",
+    exercises=("kv_parameter_saving",),
 )
 ONE_OF_K_AND_V = Mistake(
     "only-one-of-k-and-v",
     "only one of W_K and W_V (with its bias) was counted as shrinking: both have G*K columns",
+    exercises=("kv_parameter_saving",),
 )
 
 
 def gqa_count_mistakes(d, h, g, bias):
-    """Known wrong counts of count_parameters(d, h, n_kv_heads=g, bias=bias), by value."""
+    """Known wrong counts of count_parameters(d, h, n_kv_heads=g, bias=bias): mistake -> count."""
     k, b = d // h, int(bias)
-    right = count_oracle(d, h, g, bias)
-    wrong = {
-        4 * d * d + 4 * d * b: KV_SQUARE,
-        2 * d * d + 2 * d * g + b * (2 * d + 2 * g): KV_WITHOUT_K,
-        2 * d * d + 2 * d * g * k + b * 4 * d: KV_BIASES_D,
+    return {
+        KV_SQUARE: 4 * d * d + 4 * d * b,
+        KV_WITHOUT_K: 2 * d * d + 2 * d * g + b * (2 * d + 2 * g),
+        KV_BIASES_D: 2 * d * d + 2 * d * g * k + b * 4 * d,
     }
-    return {value: mistake for value, mistake in wrong.items() if value != right}
 
 
 def saving_mistakes(d, h, g, bias):
-    """Known wrong savings (with a right count_parameters), by value."""
+    """Known wrong savings (with a right count_parameters): mistake -> saving."""
     right = saving_oracle(d, h, g, bias)
-    wrong = {
-        -right: SAVING_REVERSED,
-        saving_oracle(d, h, g, not bias): BIAS_NOT_PASSED,
-        right // 2: ONE_OF_K_AND_V,
+    return {
+        SAVING_REVERSED: -right,
+        BIAS_NOT_PASSED: saving_oracle(d, h, g, not bias),
+        ONE_OF_K_AND_V: right // 2,
     }
-    return {value: mistake for value, mistake in wrong.items() if value != right}
 
 
 def number(value):
@@ -999,17 +1026,15 @@ def check_lesson_7_count(lesson, d, h, g, bias, before=""):
             COUNT_FLOAT,
         )
     if is_int(actual) and actual != expected:
-        known = gqa_count_mistakes(d, h, g, bias).get(int(actual)) if g is not None else None
+        known = None
+        if g is not None:
+            known = diagnose(np.asarray(int(actual)), gqa_count_mistakes(d, h, g, bias), np.asarray(expected))
         gk = (g or h) * (d // h)
         shapes = f"W_Q and W_O are D x D = {d} x {d}, W_K and W_V D x (G*K) = {d} x {gk}"
         if bias:
             shapes += f", b_k and b_v have G*K = {gk} entries"
         if known:
-            raise KnownMistake(
-                f"{intro}{what} returned {actual}; expected {expected} ({shapes}).\n"
-                f"This looks like a known mistake: {known}.",
-                known,
-            )
+            raise KnownMistake(f"{intro}{what} returned {actual}; expected {expected} ({shapes}).", known)
         raise AssertionError(f"{intro}{what} returned {actual}; expected {expected} ({shapes}).")
     check_scalar(actual, expected, what=f"{intro}{what}")
     assert is_int(actual), f"{intro}{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
@@ -1028,17 +1053,14 @@ def check_saving(lesson, d, h, g, bias=True):
     if isinstance(actual, float) and actual == expected:
         raise KnownMistake(f"{what} returned the float {actual!r}; a count is an int.", COUNT_FLOAT)
     if is_int(actual) and actual != expected:
-        known = saving_mistakes(d, h, g, bias).get(int(actual))
+        known = diagnose(np.asarray(int(actual)), saving_mistakes(d, h, g, bias), np.asarray(expected))
         explain = (
             f"count_parameters({d}, {h}) - count_parameters({d}, {h}, n_kv_heads={g})"
             + (" with bias=False" if not bias else "")
             + f" = {count_oracle(d, h, h, bias)} - {count_oracle(d, h, g, bias)} = {expected}"
         )
         if known:
-            raise KnownMistake(
-                f"{what} returned {actual}; expected {explain}.\nThis looks like a known mistake: {known}.",
-                known,
-            )
+            raise KnownMistake(f"{what} returned {actual}; expected {explain}.", known)
         raise AssertionError(f"{what} returned {actual}; expected {explain}.")
     check_scalar(actual, expected, what=what)
     assert is_int(actual), f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."

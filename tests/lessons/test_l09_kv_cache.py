@@ -25,9 +25,11 @@ from course.engine.testing import (
     Mistake,
     check_array,
     check_tuple,
+    diagnose,
     exercise,
     hand_checked,
     remembered,
+    rule_out,
 )
 
 B, H, G, K = 2, 4, 2, 3
@@ -170,34 +172,42 @@ K_ONLY = Mistake(
     "k-only-cache-bytes",
     "K-only cache bytes: the factor 2 is missing (every position caches a key AND a value)",
     misconception="k-only-cache",
+    exercises=("kv_cache_bytes",),
 )
 NO_LAYERS = Mistake(
     "no-layers",
     "n_layers is missing from the product: that is one layer's cache, and every layer has its own",
+    exercises=("kv_cache_bytes",),
 )
 NO_BATCH = Mistake(
     "no-batch",
     "batch is missing from the product: every sequence of the batch has its own cache",
+    exercises=("kv_cache_bytes",),
 )
 NO_SEQ = Mistake(
     "no-seq",
     "seq_len is missing from the product: every position has its own keys and values",
+    exercises=("kv_cache_bytes",),
 )
 NO_HEADS = Mistake(
     "no-heads",
     "n_kv_heads is missing from the product: every key/value head has its own keys and values",
+    exercises=("kv_cache_bytes",),
 )
 NO_HEAD_DIM = Mistake(
     "no-head-dim",
     "head_dim is missing from the product: a key holds head_dim numbers",
+    exercises=("kv_cache_bytes",),
 )
 NO_BYTES = Mistake(
     "no-bytes",
     "bytes_per_value is missing from the product: that counts numbers, not bytes",
+    exercises=("kv_cache_bytes",),
 )
 DEFAULT_NOT_2 = Mistake(
     "default-not-2",
     "bytes_per_value does not default to 2 (fp16 and bf16 take 2 bytes per number)",
+    exercises=("kv_cache_bytes",),
 )
 
 PROMOTED = Mistake(
@@ -205,41 +215,49 @@ PROMOTED = Mistake(
     "float32 came back as float64: a float64 array or numpy float64 number (such as "
     "1 / np.sqrt(K), or np.zeros without a dtype) promoted the result; keep the dtype of "
     "x_t",
+    exercises=("decode_step",),
 )
 NOT_APPENDED = Mistake(
     "not-appended",
     "the cache came back unchanged: the new key/value was not appended (return the "
     "extended caches, not the ones passed in)",
+    exercises=("decode_step",),
 )
 NEW_ONLY = Mistake(
     "new-only",
     "the returned cache holds only the new key/value: the cached positions were dropped "
     "(concatenate the old cache and the new entries)",
+    exercises=("decode_step",),
 )
 REPEATED = Mistake(
     "repeated",
     "the cache stores the keys/values repeated to the H query heads, (B, H, S, K), instead "
     "of the G key/value heads (B, G, S, K): repeat_kv is for the attention only, the cache "
     "keeps G heads (that is the memory GQA saves)",
+    exercises=("decode_step",),
 )
 PREPENDED = Mistake(
     "prepended",
     "the new entries were put in front of the cache instead of after it: "
     "np.concatenate([cache, new], axis=2)",
+    exercises=("decode_step",),
 )
 SWAPPED_KV = Mistake(
     "swapped-kv",
     "keys and values are swapped: return (out_t, cache_k, cache_v) in that order",
+    exercises=("decode_step",),
 )
 WRONG_AXIS = Mistake(
     "append-wrong-axis",
     "the new entries were appended along axis {axis} ({letter}) instead of axis 2 (S, the positions)",
+    exercises=("decode_step",),
 )
 CONCAT_AXIS = Mistake(
     "append-wrong-axis",
     "the cache was concatenated along an axis other than 2: the cache is (B, H, S, K) and the "
     "new entries (B, H, 1, K), so only the positions S (axis 2, or -2) can grow: "
     "np.concatenate([cache_k, k], axis=2)",
+    exercises=("decode_step",),
 )
 # Mistakes that raise instead of returning a wrong answer, named from the learner's code on a line
 # the error went through (the grading plugin applies these to every check; testing.named_by_code).
@@ -248,25 +266,30 @@ OFF_BY_ONE = Mistake(
     "off-by-one",
     "off by one: the new query attends only to the cached positions, not to its own key "
     "and value (append the new key and value to the cache BEFORE attending)",
+    exercises=("decode_step",),
 )
 ONLY_NEW = Mistake(
     "only-new",
     "the new query attends only to the new token(s), not to the cached positions: "
     "attend to the extended cache",
+    exercises=("decode_step",),
 )
 SCALE_D = Mistake(
     "scale-d",
     "the scores are scaled by 1/sqrt(D), D the model width, instead of 1/sqrt(K), K the head width",
+    exercises=("decode_step",),
 )
 NO_SCALE = Mistake(
     "missing-scale",
     "the scores are not scaled: the 1/sqrt(K) factor is missing",
     misconception="missing-scale",
+    exercises=("decode_step",),
 )
 TILED = Mistake(
     "tiled",
     "the key/value heads were repeated by tiling (query head h read key/value head h % G) "
     "instead of repeat-interleave (h // (H // G)): use lesson 8's repeat_kv",
+    exercises=("decode_step",),
 )
 TOP_LEFT = Mistake(
     "causal-top-left",
@@ -274,11 +297,13 @@ TOP_LEFT = Mistake(
     "PyTorch's is_causal) instead of bottom-right: new query i sits at position S + i and "
     "sees every cached position; use causal_mask(T_new, S + T_new)",
     misconception="top-left-causal",
+    exercises=("decode_step",),
 )
 NO_MASK = Mistake(
     "no-mask",
     "the new tokens attend to each other without a causal mask: new query i must not see "
     "the new tokens after it; use causal_mask(T_new, S + T_new)",
+    exercises=("decode_step",),
 )
 
 
@@ -316,11 +341,12 @@ def check_bytes(actual, expected, *, what, mistakes=None):
         raise AssertionError(f"{what} returned {shown}; expected the int {expected:,}.{hint}")
     actual = int(actual)
     if actual == expected:
+        rule_out(mistakes, np.asarray(expected))
         return
     message = f"{what} returned {actual:,}; expected {expected:,} bytes."
-    for name, value in (mistakes or {}).items():
-        if actual == value:
-            raise KnownMistake(f"{message}\nThis looks like a known mistake: {name}.", name)
+    known = diagnose(np.asarray(actual), mistakes, np.asarray(expected))
+    if known:
+        raise KnownMistake(message, known)
     if 0 < actual < expected and expected % actual == 0:
         message += f" That is {expected // actual} times too small: is a factor missing?"
     raise AssertionError(message)

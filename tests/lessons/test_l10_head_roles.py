@@ -295,26 +295,31 @@ MASKED_COUNTED = Mistake(
     "fully masked rows (all weights 0) were counted: a query that saw no key has no largest "
     "weight and no argmax; leave those rows out",
     misconception="masked-rows-counted",
+    exercises=("classify_heads", "head_confidence", "relative_position_share"),
 )
 MAX_OVER_QUERIES = Mistake(
     "max-over-queries",
     "the largest weight was taken over the queries (axis -2, T), not over each row's keys "
     "(axis -1, S): max(axis=-1) gives one number per query row",
+    exercises=("head_confidence",),
 )
 LEADING_KEPT = Mistake(
     "confidence-leading-axes-kept",
     "averaged over the query rows of each sequence only: the result keeps the leading axes; "
     "pool the rows of every leading index into one mean per head, (H,)",
+    exercises=("head_confidence",),
 )
 OVER_HEADS = Mistake(
     "confidence-over-heads",
     "averaged over the wrong axis: over the heads (and leading axes), one number per query "
     "position; average over the rows instead, one number per head",
+    exercises=("head_confidence",),
 )
 MEAN_OF_MEANS = Mistake(
     "mean-of-means",
     "averaged per sequence first, then over the sequences: pool every row of every sequence "
     "into one mean per head, so that a sequence with more unmasked rows weighs more",
+    exercises=("head_confidence",),
 )
 TOP_LEFT = Mistake(
     "relative-position-top-left",
@@ -322,77 +327,94 @@ TOP_LEFT = Mistake(
     "S keys query i sits at position i + (S - T), so its key at the offset is "
     "j = i + (S - T) + offset",
     misconception="top-left-causal",
+    exercises=("classify_heads", "model_head_roles", "relative_position_share"),
 )
 ARGMAX_LAST = Mistake(
     "argmax-last",
     "of equal largest weights the LAST key was taken; the share counts the FIRST argmax "
     "(np.argmax's own rule)",
+    exercises=("classify_heads", "relative_position_share"),
 )
 OUTSIDE_COUNTED = Mistake(
     "outside-rows-counted",
     "rows whose key at the offset falls outside 0 .. S-1 (query 0 has no previous token) were "
     "counted as misses; leave them out",
+    exercises=("classify_heads", "relative_position_share"),
 )
 SIGN_FLIPPED = Mistake(
     "offset-sign-flipped",
     "the offset points the wrong way: offset -1 is the key BEFORE the query, j = i + (S - T) - 1",
+    exercises=("relative_position_share",),
 )
 ZERO_NOT_NAN = Mistake(
     "zero-not-nan",
     "a head with no row to measure got 0 instead of NaN (0 of 0 rows is no evidence, not 0%)",
+    exercises=("relative_position_share",),
 )
 STRICT = Mistake(
     "strict-threshold",
     "a threshold was compared with > instead of >=: a share of exactly 0.9 is positional "
     "(Voita et al.: at least 90%), a confidence of exactly 0.5 is content",
+    exercises=("classify_heads",),
 )
 CONTENT_FIRST = Mistake(
     "content-before-positional",
     "a confident positional head was called content: test the positional rule first (a "
     "positional head is usually confident too)",
+    exercises=("classify_heads",),
 )
 TIE_LAST = Mistake(
     "tie-last-offset",
     "of two offsets with equal shares the later one won; the first in `offsets` must win",
+    exercises=("classify_heads",),
 )
 FIRST_REACHING = Mistake(
     "first-offset-reaching",
     "the first offset that reached the threshold won, not the one with the largest share",
+    exercises=("classify_heads",),
 )
 READS_CARD = Mistake(
     "reads-the-card",
     "these are the roles printed on the tiny model's card (course.tiny_model.card()), not "
     "roles measured on the weights passed in: classify the weights you are given",
+    exercises=("classify_heads", "model_head_roles"),
 )
 CARD_CONFIDENCE = Mistake(
     "card-confidence",
     "these are the confidences printed on the tiny model's card, not measured on the weights passed in",
+    exercises=("head_confidence",),
 )
 NO_POSITIONS = Mistake(
     "no-position-embeddings",
     "the position embeddings are missing: x = tok_emb[tokens] + pos_emb[:T]",
+    exercises=("tiny_model_weights",),
 )
 NO_RESIDUAL = Mistake(
     "no-residual",
     "no residual connection: the next layer must read x + out, not out alone",
+    exercises=("tiny_model_weights",),
 )
 FRESH = Mistake(
     "every-layer-reads-embeddings",
     "every layer was fed the embeddings: feed each layer the residual stream x + out left by "
     "the layers before it",
+    exercises=("tiny_model_weights",),
 )
 NO_MASK = Mistake(
     "no-causal-mask",
     "no causal mask: the tiny model is causal, pass causal_mask(T) to multi_head_attention",
+    exercises=("tiny_model_weights",),
 )
 FIRST_ROWS = Mistake(
     "first-rows-not-last",
     "with last=n the FIRST n query rows were kept; keep the last n, weights[..., -n:, :]",
+    exercises=("model_head_roles",),
 )
 LAST_KEYS_TOO = Mistake(
     "last-keys-too",
     "with last=n the keys were cut to the last n as well: keep every key, the queries sit at "
     "positions T - n .. T - 1 against all T keys",
+    exercises=("model_head_roles",),
 )
 
 
@@ -539,6 +561,9 @@ def check_roles(actual, expected, *, what, mistakes=None, explain=None):
                 message += f"\n  head {h}: expected {want!r}, got {have!r}: {explain(h)}"
     elif len(got) != len(expected):
         message += f" That is {len(got)} entries for {len(expected)} {'layers' if nested else 'heads'}."
+    # As diagnose does for arrays: a mistake whose roles are the answer's, on a case where its
+    # roles are not the right ones; several such mistakes are named together.
+    found = []
     for mistake, candidate in (mistakes or {}).items():
         if not isinstance(mistake, Mistake):
             raise TypeError(f"grader bug: mistakes must be keyed by Mistake, not {mistake!r}")
@@ -546,9 +571,11 @@ def check_roles(actual, expected, *, what, mistakes=None, explain=None):
             value = candidate() if callable(candidate) else candidate
         except Exception:  # noqa: BLE001 - a variant that cannot be formed does not match
             continue
-        options = value if isinstance(value, Candidates) else [value]
-        if any(plain(option) == got for option in options):
-            raise KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
+        options = [plain(option) for option in (value if isinstance(value, Candidates) else [value])]
+        if got in options and expected not in options and mistake.id not in {m.id for m in found}:
+            found.append(mistake)
+    if found:
+        raise KnownMistake(message, found[0] if len(found) == 1 else Mistake.any_of(*found))
     raise AssertionError(message)
 
 

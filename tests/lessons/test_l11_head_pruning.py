@@ -31,7 +31,9 @@ from course.engine.testing import (
     check_array,
     check_not_modified,
     check_tuple,
+    diagnose,
     exercise,
+    failure,
     hand_checked,
     remembered,
 )
@@ -299,6 +301,7 @@ MASK_BEFORE_SOFTMAX = Mistake(
     "mask-before-softmax",
     "the head mask scaled the scores before the softmax: a score of 0 gives uniform weights, not "
     "zero ones; multiply the head's OUTPUT (or its weights after the softmax) by xi_h",
+    exercises=("masked_multi_head_attention",),
 )
 MASK_AFTER_WO = Mistake(
     "mask-after-wo",
@@ -306,129 +309,178 @@ MASK_AFTER_WO = Mistake(
     "W_O): after W_O every feature mixes all the heads; multiply each head's output by xi_h "
     "BEFORE W_O (rows h*K:(h+1)*K of W_O are head h's)",
     misconception="head-mask-after-wo",
+    exercises=("ablation_importance", "masked_multi_head_attention"),
 )
 WRONG_HEAD_ROWS = Mistake(
     "wrong-head-rows",
     "the mask of head h hit the W_O rows of another head ({which}); head h owns rows "
     "h*K:(h+1)*K of W_O, the block its output multiplies",
+    exercises=("masked_multi_head_attention",),
 )
 INTERLEAVED_ROWS = Mistake(
     "interleaved-rows",
     "the mask was spread over the rows of W_O by tiling (row r got xi[r % H]) instead of "
     "repeating each xi_h K times: head h owns the contiguous rows h*K:(h+1)*K",
     misconception="interleaved-heads",
+    exercises=("ablation_importance", "masked_multi_head_attention"),
 )
 ROWS_H_TIMES_D = Mistake(
     "rows-h-times-d",
     "the mask used rows h*D:(h+1)*D of W_O: W_O has only H*K = D rows, so head 0's xi scaled "
     "all of them and the other heads' nothing; head h owns rows h*K:(h+1)*K",
+    exercises=("ablation_importance", "masked_multi_head_attention"),
 )
 BIAS_SCALED = Mistake(
     "bias-dropped",
     "b_o is missing from the output: b_o belongs to no head, add it once whatever the mask",
+    exercises=("masked_multi_head_attention",),
 )
 WEIGHTS_SCALED = Mistake(
     "weights-scaled",
     "the returned weights were multiplied by the head mask: return them as the softmax made them",
+    exercises=("masked_multi_head_attention", "model_forward"),
 )
 NO_RESIDUAL = Mistake(
     "no-residual",
     "the residual connection is missing: each layer must ADD its output to x (x = x + out), not replace it",
+    exercises=("model_forward",),
 )
 NO_CAUSAL = Mistake(
     "no-causal-mask",
     "the layers attend without a causal mask: position t must not see later tokens; use causal_mask(T)",
+    exercises=("model_forward",),
 )
 NO_POSITIONS = Mistake(
     "no-position-embeddings",
     "the position embeddings are missing: x = tok_emb[tokens] + pos_emb[:T]",
+    exercises=("model_forward",),
 )
 MASKS_REVERSED = Mistake(
     "masks-reversed",
     "the head masks went to the wrong layers: row l of head_masks belongs to layer l",
+    exercises=("model_forward",),
 )
-NO_UNEMBED_BIAS = Mistake("no-unembed-bias", "b_unembed is missing: logits = x @ unembed + b_unembed")
+NO_UNEMBED_BIAS = Mistake(
+    "no-unembed-bias", "b_unembed is missing: logits = x @ unembed + b_unembed", exercises=("model_forward",)
+)
 UNSCORED_COUNTED = Mistake(
     "unscored-counted",
     "the positions whose target is -1 were counted too (a -1 index picks the LAST token): "
     "average over the scored positions only",
+    exercises=("sequence_losses",),
 )
 POOLED = Mistake(
     "pooled-loss",
     "the loss was pooled over the whole batch: every sequence needs its own mean",
+    exercises=("sequence_losses",),
 )
-SUMMED = Mistake("summed-loss", "each sequence's losses were summed, not averaged over its scored positions")
+SUMMED = Mistake(
+    "summed-loss",
+    "each sequence's losses were summed, not averaged over its scored positions",
+    exercises=("sequence_losses",),
+)
 UNSTABLE = Mistake(
     "unstable-softmax",
     "the log-softmax overflowed: subtract each row's maximum before exp (log_softmax = z - m - "
     "log(sum(exp(z - m))))",
+    exercises=("sequence_losses",),
 )
-SIGN_FLIPPED = Mistake("sign-flipped", "the sign is flipped: the change is (head removed) minus (full model)")
+LOG_OF_SOFTMAX = Mistake(
+    "log-of-softmax",
+    "the log was taken of the softmax's probability, which underflows to 0 (log 0 = -inf) once "
+    "another logit leads the target's by more than about 745: compute the log-softmax itself, "
+    "z - m - log(sum(exp(z - m))), never log(softmax(z))",
+    exercises=("sequence_losses",),
+)
+SIGN_FLIPPED = Mistake(
+    "sign-flipped",
+    "the sign is flipped: the change is (head removed) minus (full model)",
+    exercises=("ablation_importance",),
+)
 NOT_CHANGES = Mistake(
     "not-changes",
     "the loss/accuracy of the ablated model was returned, not its change from the full model",
+    exercises=("ablation_importance",),
 )
 POOLED_ABLATION = Mistake(
     "pooled-ablation-loss",
     "the loss was pooled over every scored position; this lesson's loss is the mean over the "
     "sequences of sequence_losses",
+    exercises=("ablation_importance",),
 )
 PER_SEQUENCE_ACCURACY = Mistake(
     "per-sequence-accuracy",
     "the accuracy was averaged per sequence; scored_accuracy pools every scored position",
+    exercises=("ablation_importance",),
 )
 NEXT_HEAD = Mistake(
     "next-head",
     "the head removed (or the W_O rows zeroed) was head h + 1's instead of head h's: head h "
     "owns rows h*K:(h+1)*K of W_O",
+    exercises=("ablation_importance",),
 )
-LAYERS_SWAPPED = Mistake("layers-swapped", "the layers are swapped: row l is layer l")
+LAYERS_SWAPPED = Mistake(
+    "layers-swapped", "the layers are swapped: row l is layer l", exercises=("ablation_importance",)
+)
 ONE_SIDED = Mistake(
     "one-sided-difference",
     "a one-sided difference ({which}) was used: it errs by about eps/2 times the curvature; use "
     "the central (L(1 + eps) - L(1 - eps)) / (2 eps)",
     misconception="one-sided-difference",
+    exercises=("head_importance",),
 )
 ABS_AFTER_MEAN = Mistake(
     "abs-after-mean",
     "the absolute value was taken after averaging over the sequences (|E dL/dxi| instead of "
     "E |dL/dxi|): a head that helps some sequences and hurts others must not cancel out",
     misconception="abs-after-mean",
+    exercises=("head_importance",),
 )
 NOT_NORMALISED = Mistake(
     "not-normalised",
     "the importances are not normalised: divide each layer's row by its l2 norm",
+    exercises=("head_importance",),
 )
 GLOBAL_NORM = Mistake(
     "global-norm",
     "the importances were normalised by one l2 norm over the whole model: normalise each "
     "layer's row by its own l2 norm",
+    exercises=("head_importance",),
 )
 SUM_NORM = Mistake(
     "sum-norm",
     "each layer was divided by its sum (l1 norm) instead of its l2 norm sqrt(sum of squares)",
+    exercises=("head_importance",),
 )
-IGNORES_EPS = Mistake("ignores-eps", "eps was not used: the step must be the eps passed in")
+IGNORES_EPS = Mistake(
+    "ignores-eps", "eps was not used: the step must be the eps passed in", exercises=("head_importance",)
+)
 DESCENDING = Mistake(
     "descending",
     "the heads were pruned in DESCENDING importance: the least important head goes first",
+    exercises=("pruning_curve",),
 )
 ORDER_COLUMNS_SWAPPED = Mistake(
-    "order-columns-swapped", "the order holds (head, layer) pairs; each row must be (layer, head)"
+    "order-columns-swapped",
+    "the order holds (head, layer) pairs; each row must be (layer, head)",
+    exercises=("pruning_curve",),
 )
 DIVMOD_BY_LAYERS = Mistake(
     "divmod-by-layers",
     "flat indices were turned back into (layer, head) with the number of layers; row-major "
     "index i is (i // H, i % H)",
+    exercises=("pruning_curve",),
 )
 UNSTABLE_SORT = Mistake(
     "unstable-sort",
     "equal scores came out of order: np.argsort's default quicksort is not stable; use "
     'np.argsort(..., kind="stable") so that ties go lower layer, then lower head first',
+    exercises=("pruning_curve",),
 )
 NOT_CUMULATIVE = Mistake(
     "not-cumulative",
     "each step removed only one head: heads removed earlier must stay removed",
+    exercises=("pruning_curve",),
 )
 
 
@@ -889,11 +941,32 @@ class TestSequenceLosses:
         result = lesson.sequence_losses(logits, targets)
         if isinstance(result, np.ndarray) and result.dtype.kind == "f" and not np.isfinite(result).all():
             raise KnownMistake(
-                f"{what} returned {result.tolist()}: inf or NaN where finite losses were expected."
-                f"\nThis looks like a known mistake: {UNSTABLE}.",
+                f"{what} returned {result.tolist()}: inf or NaN where finite losses were expected.",
                 UNSTABLE,
             )
         check_losses(lesson, logits, targets, what=what, result=result)
+
+    @hand_checked
+    def test_a_target_far_below_the_top_logit_keeps_a_finite_loss(self, lesson):
+        # Sequence 0 scores token 0 while token 1 leads by 1000: -log softmax = 1000 +
+        # log(1 + 2 e^-1000) = 1000 in float64, where the probability itself, e^-1000, is 0 and
+        # its log -inf. Sequence 1's target leads: -log softmax = log(1 + 2 e^-5) = 0.013386.
+        logits = np.array([[[0.0, 1000.0, 0.0]], [[5.0, 0.0, 0.0]]])
+        targets = np.array([[0], [0]])
+        what = "sequence_losses(logits [[[0, 1000, 0]], [[5, 0, 0]]], targets [[0], [0]])"
+        result = lesson.sequence_losses(logits, targets)
+        if isinstance(result, np.ndarray) and result.shape == (2,) and result.dtype.kind == "f":
+            if np.isinf(result[0]) and np.isfinite(result[1]):  # seen: -log of a probability of 0
+                raise KnownMistake(
+                    f"{what} returned {result.tolist()}; expected [1000, 0.013386].", LOG_OF_SOFTMAX
+                )
+        check_array(
+            result,
+            np.array([1000.0, math.log1p(2 * math.exp(-5))]),
+            what=what,
+            dims="B",
+            mistakes=losses_mistakes(logits, targets),
+        )
 
     def test_the_inputs_are_left_unchanged(self, lesson):
         r = rng(22)
@@ -1138,12 +1211,16 @@ class TestHeadImportance:
                     f"the rows of {what} have l2 norms {np.round(norms, 4).tolist()}; every layer's "
                     "importances must have l2 norm 1 (divide each row by sqrt(sum of its squares))."
                 )
-                result64 = np.asarray(result, np.float64)
-                for mistake in (GLOBAL_NORM, SUM_NORM, NOT_NORMALISED):
-                    how = {GLOBAL_NORM: "global-l2", SUM_NORM: "layer-sum", NOT_NORMALISED: "none"}[mistake]
-                    if np.allclose(result64, importance_from(derivatives, how), rtol=1e-3, atol=1e-6):
-                        raise KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
-                raise AssertionError(message)
+                variants = {
+                    mistake: importance_from(derivatives, how)
+                    for mistake, how in (
+                        (GLOBAL_NORM, "global-l2"),
+                        (SUM_NORM, "layer-sum"),
+                        (NOT_NORMALISED, "none"),
+                    )
+                }
+                right = importance_from(derivatives)
+                raise failure(message, diagnose(np.asarray(result, np.float64), variants, right, 1e-3, 1e-6))
         derivatives = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
         check_array(
             result,

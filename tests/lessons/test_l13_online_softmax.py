@@ -104,11 +104,13 @@ def blockwise(
     drop_last=False,
     nan_rows=False,
     nan_kept=True,
+    block_max=False,
 ):
     """The block recurrence in float64, with one rule broken at a time, ONLY to name mistakes.
     scores (..., T, S) with -inf where masked; with v the attention output, else the softmax.
     nan_rows: -inf - (-inf) is left NaN; nan_kept: the final division keeps those NaN (else the
-    rows come out 0, as np.divide(..., where=denom > 0) gives them)."""
+    rows come out 0, as np.divide(..., where=denom > 0) gives them); block_max: the running
+    maximum is replaced by each block's own maximum."""
     scores = np.asarray(scores, dtype=np.float64)
     m = np.full(scores.shape[:-1] + (1,), -np.inf)
     m_safe, denom = np.zeros_like(m), np.zeros_like(m)
@@ -116,7 +118,11 @@ def blockwise(
     with np.errstate(all="ignore"):
         for start, stop in blocks_of(scores.shape[-1], block_size, drop_last):
             block = scores[..., start:stop]
-            m_new = np.maximum(m, block.max(axis=-1, keepdims=True))
+            m_new = (
+                block.max(axis=-1, keepdims=True)
+                if block_max
+                else np.maximum(m, block.max(axis=-1, keepdims=True))
+            )
             m_safe = m_new if nan_rows else np.where(np.isfinite(m_new), m_new, 0)
             p = np.exp(block - m_safe)
             alpha = np.exp(m - m_safe)
@@ -143,23 +149,27 @@ NO_RESCALE_SUM = Mistake(
     "denom * exp(m_old - m_new) + the new block's sum, or it adds terms measured against "
     "different maxima",
     misconception="stale-running-max",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 NO_RESCALE_OUT = Mistake(
     "output-not-rescaled",
     "the accumulated output was not rescaled when the maximum grew: o must become "
     "o * exp(m_old - m_new) + p @ v_block, like the running sum",
     misconception="stale-running-max",
+    exercises=("online_softmax_attention",),
 )
 DROPS_LAST = Mistake(
     "last-block-dropped",
     "the last, shorter block of keys was dropped (range(0, S - block_size + 1, block_size), or "
     "S // block_size blocks): when block_size does not divide S, a last block holds the "
     "S % block_size keys left",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 NAN_ROWS = Mistake(
     "nan-masked-rows",
     "NaN where every key of a row is masked (so far): the running maximum is -inf there and "
     "-inf - (-inf) is NaN; subtract 0 where the maximum is not finite, as lesson 2 does",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 NAN_ZEROED = NAN_ROWS.plus(
     " (here the NaN then zeroed every row it reached: a row whose first blocks are masked lost "
@@ -169,21 +179,32 @@ PROMOTED = Mistake(
     "promoted",
     "float32 came back as float64: an array made without dtype (np.full, np.zeros) or a numpy "
     "float64 number promoted the result; make m, l and o in the inputs' dtype",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 NOT_REFUSED = Mistake(
     "block-size-not-refused",
     "block_size={value!r} was not refused: raise ValueError unless block_size is a positive int "
     "(check_block_size(block_size) does it)",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 FULL_SCORES = Mistake(
     "full-score-matrix",
     "the full (T, S) matrix of scores is built (lesson 3's way): visit the keys in blocks and "
     "keep only a (T, block_size) piece of scores at a time",
+    exercises=("online_softmax_attention",),
+)
+BLOCK_MAX = Mistake(
+    "running-max-reset",
+    "the running maximum was replaced by each block's own maximum instead of max(m, the block's "
+    "maximum): once an earlier block held the row's maximum, the later terms and the rescaling "
+    "factor exp(m - m_new) grow without bound (exp(1000) is inf)",
+    exercises=("online_softmax", "online_softmax_attention"),
 )
 WHOLE_ROWS = Mistake(
     "whole-rows-of-scores",
     "whole rows of scores are kept: a (t, S) array, a block of queries against EVERY key, "
     "still grows with S; visit the keys in blocks too, with a running maximum, sum and output",
+    exercises=("online_softmax_attention",),
 )
 
 
@@ -194,6 +215,7 @@ def softmax_mistakes(x, block_size):
         DROPS_LAST: lambda: blockwise(scores, None, block_size, drop_last=True),
         NAN_ROWS: lambda: blockwise(scores, None, block_size, nan_rows=True),
         NAN_ZEROED: lambda: blockwise(scores, None, block_size, nan_rows=True, nan_kept=False),
+        BLOCK_MAX: lambda: blockwise(scores, None, block_size, block_max=True),
     }
 
 
@@ -210,6 +232,7 @@ def attention_mistakes(q, k, v, mask=None, scale=None, block_size=64):
         DROPS_LAST: wrong(drop_last=True),
         NAN_ROWS: wrong(nan_rows=True),
         NAN_ZEROED: wrong(nan_rows=True, nan_kept=False),
+        BLOCK_MAX: wrong(block_max=True),
     }
 
 
@@ -252,17 +275,11 @@ def check_refuses(call, value, what):
         text = str(error)
         if not any(line.startswith("ValueError") for line in text.splitlines()):
             raise KnownMistake(
-                f"{what} must raise ValueError, but it raised:\n{text}\n"
-                f"This looks like a known mistake: {NOT_REFUSED.format(value=value)}.",
-                NOT_REFUSED.format(value=value),
+                f"{what} must raise ValueError, but it raised:\n{text}", NOT_REFUSED.format(value=value)
             ) from None
         return
     mistake = NOT_REFUSED.format(value=value)
-    raise KnownMistake(
-        f"{what} returned a result, but it must raise ValueError.\n"
-        f"This looks like a known mistake: {mistake}.",
-        mistake,
-    )
+    raise KnownMistake(f"{what} returned a result, but it must raise ValueError.", mistake)
 
 
 def growing_rows(r, shape, spread=6.0):
@@ -327,6 +344,17 @@ class TestOnlineSoftmax:
     def test_large_scores_do_not_overflow(self, lesson):
         x = np.array([[1000.0, 1001.0, 999.0, 1002.0, 998.0], [-1000.0, -1001.0, -999.0, -1002.0, -998.0]])
         check_softmax(lesson.online_softmax(x, 2), x, 2, what="online_softmax(x with values near +-1000, 2)")
+
+    @hand_checked
+    def test_a_maximum_in_an_earlier_block_keeps_every_later_term_in_range(self, lesson):
+        # Row 0's maximum, 1000, is in the first block of two: every later term is measured
+        # against it, exp(0 - 1000) = 0, so the weights are [1, 0, 0, 0]. A running maximum
+        # replaced by each block's own (0 in the second block) rescales the sum by exp(1000):
+        # inf, and NaN after it. Row 1 grows only at its end, where either way is right.
+        x = np.array([[1000.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1000.0]])
+        check_softmax(
+            lesson.online_softmax(x, 2), x, 2, what="online_softmax([[1000, 0, 0, 0], [0, 0, 0, 1000]], 2)"
+        )
 
     def test_a_row_of_all_minus_inf_gives_zeros_and_no_nan(self, lesson):
         x = growing_rows(rng(4), (4, S))
@@ -409,6 +437,28 @@ class TestOnlineSoftmaxAttention:
             what="online_softmax_attention(q [[1]], k [[0], ..., [5]], v [[0], ..., [50]], "
             "scale=1.0, block_size=2)",
             expected=expected,
+            dims="T Kv",
+        )
+
+    @hand_checked
+    def test_a_maximum_in_an_earlier_block_keeps_every_later_term_in_range(self, lesson):
+        # One query, K = 1, scale 1: the scores are [1000, 0, 0, 0, 1], visited in blocks of 2.
+        # The first key takes all the weight, so the output is its value, 7. Measured against
+        # each block's own maximum instead, the later blocks rescale by exp(1000): NaN.
+        q = np.array([[1.0]])
+        k = np.array([[1000.0], [0.0], [0.0], [0.0], [1.0]])
+        v = np.array([[7.0], [1.0], [2.0], [3.0], [4.0]])
+        check_attention(
+            lesson.online_softmax_attention(q, k, v, None, 1.0, 2),
+            q,
+            k,
+            v,
+            None,
+            1.0,
+            2,
+            what="online_softmax_attention(q [[1]], k [[1000], [0], [0], [0], [1]], v [[7], [1], [2], [3], "
+            "[4]], scale=1.0, block_size=2)",
+            expected=np.array([[7.0]]),
             dims="T Kv",
         )
 
@@ -589,10 +639,10 @@ MEM_SMALL, MEM_LARGE = 8_192, 32_768  # keys: (T, S) scores are 32 MiB, then 128
 
 
 @remembered
-def measured_inputs(n_s, seed):
+def measured_inputs(n_s, seed, n_t=MEM_T):
     r = rng(seed)
     return (
-        r.standard_normal((MEM_T, MEM_D)),
+        r.standard_normal((n_t, MEM_D)),
         r.standard_normal((n_s, MEM_D)),
         r.standard_normal((n_s, MEM_D)),
     )
@@ -615,42 +665,51 @@ def allowed_bytes(q, k, v):
 _MEASURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # lesson -> {(S, seed): ...}
 
 
-def measure(lesson, n_s, seed):
+def measure(lesson, n_s, seed, n_t=MEM_T):
     """The peak memory of one measured call (and its inputs); both memory checks of a grade
     share the call at S = MEM_LARGE, which is measured once."""
     done = _MEASURED.setdefault(lesson, {})
-    if (n_s, seed) not in done:
-        done[(n_s, seed)] = _measure(lesson, n_s, seed)
-    return done[(n_s, seed)]
+    if (n_s, seed, n_t) not in done:
+        done[(n_s, seed, n_t)] = _measure(lesson, n_s, seed, n_t)
+    return done[(n_s, seed, n_t)]
 
 
-def _measure(lesson, n_s, seed):
-    q, k, v = measured_inputs(n_s, seed)
+def _measure(lesson, n_s, seed, n_t):
+    q, k, v = measured_inputs(n_s, seed, n_t)
     measured = lesson.measure("online_softmax_attention", q, k, v)  # RuntimeError: cannot measure here
     check_array(
         measured.result,
         reference_attention(q, k, v),
-        what=f"online_softmax_attention(q (T, K) = ({MEM_T}, {MEM_D}), k and v (S, K) = ({n_s}, {MEM_D}))",
+        what=f"online_softmax_attention(q (T, K) = ({n_t}, {MEM_D}), k and v (S, K) = ({n_s}, {MEM_D}))",
         dims="T Kv",
     )
     return measured.peak_bytes, (q, k, v)
 
 
-def named_by_rows(rows):
-    """The named mistake a memory of ``rows`` float64 rows of S scores points to, if any."""
-    if rows >= 0.9 * MEM_T:
-        return FULL_SCORES
-    if rows >= 16:
-        return WHOLE_ROWS
-    return None
+def extra_bytes(lesson, n_t):
+    """What the call at S = MEM_LARGE held beyond its inputs, with ``n_t`` queries."""
+    peak, inputs = measure(lesson, MEM_LARGE, 30, n_t)
+    return peak - sum(a.nbytes for a in inputs)
 
 
-def fail_on_memory(message, rows):
-    """Raise the failure, naming the mistake that many rows of S scores point to."""
-    mistake = named_by_rows(rows)
-    if mistake is None:
-        raise AssertionError(message)
-    raise KnownMistake(f"{message}\nThis looks like a known mistake: {mistake}.", mistake)
+def fail_on_memory(message, lesson):
+    """Raise the failure, naming a mistake only where the memory singles it out. A figure in
+    bytes cannot tell a (T, S) array of float64 scores from one of booleans eight times as
+    long, so a second call with half the queries says how the extra memory grows with T:
+    not at all (a block of queries against every key: whole rows), or like T with 8 bytes or
+    more per (query, key) pair (the full matrix of scores, or some other (T, S) float array)."""
+    extra, half = extra_bytes(lesson, MEM_T), extra_bytes(lesson, MEM_T // 2)
+    per_pair = extra / (MEM_T * MEM_LARGE)
+    message += (
+        f"\nWith T = {MEM_T // 2} queries instead of {MEM_T} the call held {half / MIB:.1f} MiB "
+        f"beyond its inputs instead of {extra / MIB:.1f} MiB: about {per_pair:.2g} bytes per "
+        "(query, key) pair at T = 512 (a float64 score takes 8, a boolean 1)."
+    )
+    if half > 0.8 * extra:  # not shrinking with T: a fixed block of queries, every key
+        raise KnownMistake(message, WHOLE_ROWS)
+    if per_pair >= 7 and half < 0.6 * extra:  # like T: a (T, S) array of float64
+        raise KnownMistake(message, FULL_SCORES)
+    raise AssertionError(message)
 
 
 @exercise("online_softmax_attention")
@@ -662,12 +721,10 @@ class TestMemory:
                 peak, allowed_bytes(*inputs), what=f"online_softmax_attention at T = {MEM_T}, S = {MEM_LARGE}"
             )
         except AssertionError as failure:
-            rows = (peak - sum(a.nbytes for a in inputs)) / (MEM_LARGE * 8)  # float64 rows of S scores
             fail_on_memory(
-                f"{failure} Beyond its inputs, that is about {rows:.0f} rows of S = {MEM_LARGE} float64 "
-                f"scores held at once ({MEM_LARGE * 8 // 1024} KiB each); a (T, S) array of scores is "
-                f"{MEM_T} rows ({MEM_T * MEM_LARGE * 8 / MIB:.0f} MiB).",
-                rows,
+                f"{failure} A (T, S) array of float64 scores takes "
+                f"{MEM_T * MEM_LARGE * 8 / MIB:.0f} MiB at T = {MEM_T}, S = {MEM_LARGE}.",
+                lesson,
             )
 
     def test_at_fixed_t_the_memory_does_not_grow_with_s(self, lesson):
@@ -677,12 +734,10 @@ class TestMemory:
         inputs_growth = sum(a.nbytes for a in large_inputs) - sum(a.nbytes for a in small_inputs)
         limit = 4 * inputs_growth + 4 * MIB
         if growth >= limit:
-            rows = (growth - inputs_growth) / ((MEM_LARGE - MEM_SMALL) * 8)
             fail_on_memory(
                 f"online_softmax_attention at T = {MEM_T} used {large / MIB:.1f} MiB at its peak with "
                 f"S = {MEM_LARGE} keys and {small / MIB:.1f} MiB with S = {MEM_SMALL}: "
                 f"{growth / MIB:.1f} MiB more, where its inputs grew by {inputs_growth / MIB:.1f} MiB "
-                f"(the limit is {limit / MIB:.1f} MiB). The extra memory grows with S like about "
-                f"{rows:.0f} rows of S float64 scores (a (T, S) array of scores is {MEM_T} rows).",
-                rows,
+                f"(the limit is {limit / MIB:.1f} MiB): the extra memory grows with S.",
+                lesson,
             )

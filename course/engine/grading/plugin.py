@@ -41,6 +41,8 @@ class Record:
     kind: str = EXAMPLE  # hand-checked, example or property (results.KINDS), from markers
     raised_in: str = ""  # an earlier lesson module the learner's error was raised in ...
     call_line: int = 0  # ... reached through this line of the graded lesson's file
+    shapes: str = ""  # the shapes of a failed numpy call, in dimension letters
+    claims: tuple[tuple[str, str], ...] = ()  # the named mistake's (id, sentence) pairs
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -114,6 +116,7 @@ class GradingPlugin:
         self.import_report: dict = {}
         self.collection_errors: list[str] = []
         self.blocked: dict[str, errors.LearnerProblem] = {}  # exercise -> why it cannot pass yet
+        self.ruled_out: dict[str, set[tuple[str, str]]] = {}  # exercise -> (id, sentence) ruled out
         self._prepared: dict[str, Record] = {}  # node id -> its record before it runs
 
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -159,7 +162,7 @@ class GradingPlugin:
         for item in items:
             prepared = self._prepared[item.nodeid]
             self.records[item.nodeid] = Record(prepared.exercise, prepared.name, kind=prepared.kind)
-        self.import_problem, self.import_report, self.blocked = None, {}, {}
+        self.import_problem, self.import_report, self.blocked, self.ruled_out = None, {}, {}, {}
         try:
             self.import_report = learner.import_report()
             if not self.import_report.get("ok"):
@@ -177,6 +180,9 @@ class GradingPlugin:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Once an exercise is known to be a stub, its remaining checks say so without running
         (a property test would otherwise spend its whole budget on the same NotImplementedError)."""
+        from course.engine.testing.compare import take_ruled_out  # loaded with the grading tests
+
+        take_ruled_out()  # what an earlier check left behind is not this check's to claim
         record = self.records.get(item.nodeid)
         if record is not None and record.exercise in self.blocked:
             raise self.blocked[record.exercise]
@@ -185,7 +191,8 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Record the check and return a lean report: pytest's own would format a full
         traceback for every failure, which costs more than running most checks."""
-        from course.engine.testing.compare import Mistake, named_by_code  # loaded with the grading tests
+        # loaded with the grading tests
+        from course.engine.testing.compare import Mistake, named_by_code, take_ruled_out
 
         record = self.records.get(item.nodeid)
         excinfo = call.excinfo
@@ -196,27 +203,28 @@ class GradingPlugin:
             if isinstance(cause, errors.DependencyNotReady):
                 record.dependency = cause.module
             mistake = getattr(cause, "mistake", None)
-            if isinstance(mistake, Mistake):
-                record.mistake, record.mistake_id = mistake.says, mistake.id
-                record.misconception = mistake.misconception
+            if not isinstance(mistake, Mistake) or not mistake.belongs_to(record.exercise):
+                mistake = None  # a name given on another exercise's check is no evidence here
             if isinstance(cause, errors.SignatureMismatch):
                 record.mismatched = cause.function
             found = _learner_error(cause)
             if found is not None and found.upstream is not None:
                 record.raised_in, record.call_line = found.upstream.raised_in, found.upstream.line
             by_code = getattr(getattr(item, "module", None), "CODE_MISTAKES", None)
-            named = None
-            if found is not None and by_code and not record.mistake:
+            if found is not None and by_code and mistake is None and found.kind in error_shapes.SHAPE_ERRORS:
                 folder = getattr(self.learner, "source_dir", None)
-                named = named_by_code(learner_code.around(folder, found.frames), by_code)
-            if named is not None:
-                record.mistake, record.mistake_id = named.says, named.id
-                record.misconception = named.misconception
-                record.message += f"\nThis looks like a known mistake: {named}."
-            elif found is not None and found.call is not None and found.kind in error_shapes.SHAPE_ERRORS:
+                mistake = named_by_code(learner_code.around(folder, found.frames), by_code, record.exercise)
+            if mistake is not None:  # named in the message by the report, unless ruled out there
+                record.mistake, record.mistake_id = mistake.says, mistake.id
+                record.misconception = mistake.misconception
+                record.claims = mistake.claims()
+            if found is not None and found.call is not None and found.kind in error_shapes.SHAPE_ERRORS:
                 dims = getattr(getattr(item, "module", None), "DIMS", None)
-                letters = error_shapes.in_letters(*found.call, dims)
-                record.message += f"\n{letters}" if letters else ""
+                record.shapes = error_shapes.in_letters(*found.call, dims) or ""
+            if found is not None and found.kind in error_shapes.SHAPE_ERRORS:
+                folder = getattr(self.learner, "source_dir", None)
+                for name, line, code in learner_code.operand_assignments(folder, found.frames)[:3]:
+                    record.message += f"\n`{name}` was made on line {line}: {code}"
             if isinstance(cause, (errors.NotStarted, errors.DependencyNotReady)):
                 self.blocked.setdefault(record.exercise, cause)
             if skipped:
@@ -224,6 +232,7 @@ class GradingPlugin:
                 record.message = "This check was skipped, which counts as not passed."
         elif record is not None and call.when == "call":
             record.status, record.message = PASSED, ""
+            self.ruled_out.setdefault(record.exercise, set()).update(take_ruled_out())
         outcome: Literal["passed", "failed", "skipped"] = "passed"
         longrepr: tuple[str, int, str] | str | None = None
         if excinfo is not None and skipped:

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 
 from course.content.catalog import Lesson
 from course.engine.calls import errors, learner_module
+from course.engine.grading import blame
 from course.engine.results import (
     ERROR,
+    NAMING,
     CheckResult,
     ExerciseResult,
     LessonResult,
@@ -111,6 +113,12 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
             raised_in=record.raised_in,
             call_line=record.call_line,
         )
+        ruled_out = plugin.ruled_out.get(record.exercise, set())
+        if record.mistake_id and not ruled_out.issuperset(record.claims):
+            check.name_mistake("\n" + NAMING.format(record.mistake))
+        else:  # a mistake a passed check of the exercise ruled out is no evidence
+            check.mistake = check.mistake_id = check.misconception = ""
+            check.message += f"\n{record.shapes}" if record.shapes else ""
         if record.mismatched in signatures:
             check.message += f"\nThe function must accept: {signatures[record.mismatched]}"
         if record.exercise in by_exercise:
@@ -143,6 +151,8 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
             exercise.status = ERROR
             for check in exercise.checks:
                 check.status = ERROR
+    if result.status != ERROR:  # each check ran: one failing may explain another
+        blame.same_lesson(result, lesson)
     result.note = _dependency_note(lesson, plugin)
     result.uses = [m for m in plugin.import_report.get("lesson_modules", []) if m != lesson.module]
     return result
@@ -164,6 +174,9 @@ def skeleton_signatures(lesson: Lesson) -> dict[str, str]:
 
 def _import_message(lesson: Lesson, problem: errors.LearnerProblem) -> str:
     info = getattr(problem, "info", {}) or {}
+    earlier = _earlier_lesson_at_fault(lesson, info)
+    if earlier:
+        return earlier
     if info.get("type") == "NotImplementedError":
         return (
             f"{lesson.file_name} raised NotImplementedError while being imported: "
@@ -174,6 +187,27 @@ def _import_message(lesson: Lesson, problem: errors.LearnerProblem) -> str:
     if isinstance(problem, errors.LearnerTimeout):
         return str(problem)
     return f"{lesson.file_name} could not be imported:\n{problem}"
+
+
+def _earlier_lesson_at_fault(lesson: Lesson, info: dict) -> str:
+    """One line when the import failed in another lesson's file: a syntax error there, or
+    the file missing. The cause is named, not the graded file, which may be fine."""
+    modules = learner_module.lesson_modules(lesson.module)
+    syntax = info.get("syntax") or {}
+    broken = str(syntax.get("file", "")).removesuffix(".py") if isinstance(syntax, dict) else ""
+    if broken in modules and broken != lesson.module:
+        return (
+            f"{lesson.file_name} imports your {broken}.py, which has a syntax error (line "
+            f"{syntax.get('line')}), so none of this lesson can run: fix it first "
+            f"(`course check {broken}`)."
+        )
+    missing = str(info.get("missing_module", ""))
+    if info.get("type") == "ModuleNotFoundError" and missing in modules and missing != lesson.module:
+        return (
+            f"{lesson.file_name} imports your {missing}.py, which is not in your workspace: "
+            f"`course reset {missing}` brings back its fresh skeleton, or put your own copy back."
+        )
+    return ""
 
 
 def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:

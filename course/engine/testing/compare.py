@@ -22,8 +22,12 @@ import pytest
 from course.engine.testing import memo
 from course.engine.testing.mistakes import KnownMistake as KnownMistake
 from course.engine.testing.mistakes import Mistake as Mistake
-from course.engine.testing.mistakes import Mistakes, compute_every_variant, diagnose, ensure_declared, failure
+from course.engine.testing.mistakes import Mistakes, compute_every_variant, ensure_declared
+from course.engine.testing.mistakes import diagnose as diagnose
+from course.engine.testing.mistakes import failure as failure
 from course.engine.testing.mistakes import named_by_code as named_by_code
+from course.engine.testing.mistakes import rule_out as rule_out
+from course.engine.testing.mistakes import take_ruled_out as take_ruled_out
 from course.engine.testing.profile import GRADING_SEED as GRADING_SEED
 from course.engine.testing.profile import settings as settings
 from course.engine.wire.messages import Opaque
@@ -137,7 +141,7 @@ def check_array(
         )
 
     def named(message: str) -> AssertionError:
-        return failure(message, diagnose(actual, mistakes))  # variants computed only on failure
+        return failure(message, diagnose(actual, mistakes, expected))  # variants computed only on failure
 
     if actual.shape != expected.shape:
         reads = ""
@@ -153,7 +157,9 @@ def check_array(
         )
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
-        if wrong.any():
+        if not wrong.any():
+            rule_out(mistakes, expected)
+        else:
             raise named(
                 "\n".join(
                     [f"{what} is wrong at {wrong.sum()} of {wrong.size} positions:"]
@@ -168,6 +174,7 @@ def check_array(
         a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
         close = isclose(a64, e64, rtol, atol)
         if close.all():
+            rule_out(mistakes, expected, rtol, atol)
             return
         error = np.abs(a64 - e64)
     bad_nan = np.isnan(a64) & ~np.isnan(e64)

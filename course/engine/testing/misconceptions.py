@@ -46,4 +46,4 @@ def label(result: LessonResult) -> None:
             if found is None:
                 check.misconception = ""
                 continue
-            check.message += f"\nMisconception: {found.name}. Fix idea: {found.fix}"
+            check.name_mistake(f"\nMisconception: {found.name}. Fix idea: {found.fix}")

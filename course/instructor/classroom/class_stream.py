@@ -31,9 +31,9 @@ from typing import cast
 
 from course.content.catalog import load_catalog
 from course.engine.calls.learner_module import LearnerModule
-from course.engine.grading import one_session
+from course.engine.grading import blame, one_session
 from course.engine.grading.report import oversized_file_result
-from course.engine.results import LessonResult
+from course.engine.results import PASSED, LessonResult
 from course.engine.sandbox import landlock
 from course.instructor.classroom import similarity
 from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
@@ -231,6 +231,7 @@ class Ahead:
         self.open.pop(bundle.index, None)
         row = bundle.row
         row["lessons"] = {module: entry for module, entry in row["lessons"].items() if entry is not None}
+        _blame_earlier_lessons(row["lessons"])
         if row["outcome"] == GRADED:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
         shutil.rmtree(bundle.folder, ignore_errors=True)
@@ -257,6 +258,20 @@ def _sealed(folder: Path, module: str) -> LearnerModule:
 def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:
     """The bundle a unit of this module belongs to, and its lesson's content digest."""
     return cast("tuple[_Bundle, str]", unit.tag)
+
+
+def _blame_earlier_lessons(entries: dict[str, dict]) -> None:
+    """Where a failing check's exercise uses a function of an earlier lesson that fails in the
+    same submission, the check says so instead of naming a mistake (``blame.earlier_lessons``)."""
+    catalog = load_catalog()
+    for module, entry in entries.items():
+        if entry.get("result") is None or entry["status"] == PASSED:
+            continue
+        result, lesson = LessonResult.from_dict(entry["result"]), catalog.by_module(module)
+        failing = [m for m in result.uses if m in entries and entries[m]["status"] != PASSED]
+        if failing and lesson is not None:
+            blame.earlier_lessons(result, lesson, failing)
+            entry["result"] = _entry(result)["result"]
 
 
 def _entry(result: LessonResult) -> dict:

@@ -70,6 +70,8 @@ def describe_error(exc: BaseException, source_dir: Path) -> dict:
             "text": (exc.text or "").rstrip("\n")[:300],
         }
         info["message"] = exc.msg
+    if isinstance(exc, ModuleNotFoundError) and isinstance(exc.name, str):
+        info["missing_module"] = exc.name[:200]  # which import failed, as data
     frames = info["frames"]
     info["origin"] = frames[-1]["file"].removesuffix(".py") if frames else None
     return info
