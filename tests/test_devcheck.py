@@ -93,7 +93,9 @@ def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
         ("solution-fails", "solutions/l06_multi_head.py"),
     }
     assert "no solution file" in problems[0].message
-    assert all("imports your l03_attention.py, which is not in your workspace" in p.message for p in problems[1:])
+    assert all(
+        "imports your l03_attention.py, which is not in your workspace" in p.message for p in problems[1:]
+    )
     done = run_cli("--root", str(repo))
     assert done.exit_code == 1
     lines = done.output.splitlines()

@@ -452,3 +452,12 @@ def test_an_index_error_shows_the_line_that_made_the_array_it_indexed(tmp_path):
         f"`shape` was made on line {line}: shape = x.shape[:2]  # (B, H): one axis short" in c["message"]
         for c in failing
     )
+
+
+def test_a_float64_answer_off_by_float32_rounding_says_so_and_names_no_mistake():
+    rounded = EXPECTED * (1 + 3e-6)
+    message = message_of(rounded, mistakes={DOUBLED: lambda: EXPECTED * (1 + 5e-5)})
+    assert "every value is right to about 6 digits" in message
+    assert "float32 arithmetic rounds at about 1e-7" in message
+    assert "known mistake" not in message
+    assert "right to about" not in message_of(EXPECTED * 1.01)  # a real error says nothing of it

@@ -191,6 +191,15 @@ def check_array(
             f"  largest error {finite_error.max():.3g}; {close.mean():.0%} of the values "
             f"are close (rtol {rtol:g}, atol {atol:g})."
         )
+    with np.errstate(all="ignore"):
+        relative = np.where(np.isfinite(error), error / np.maximum(np.abs(e64), atol), np.inf)
+    if want_dtype == np.float64 and not bad_nan.any() and 1e-9 <= relative.max() <= 1e-4:
+        index = tuple(int(i) for i in np.unravel_index(int(np.argmax(relative)), relative.shape))
+        lines.append(
+            f"  every value is right to about {-int(np.floor(np.log10(relative.max())))} digits "
+            f"(at {list(index)}: expected {e64[index]!r}, got {a64[index]!r}): float32 arithmetic "
+            "rounds at about 1e-7. Is some step computed in float32 and cast back?"
+        )
     if expected.ndim:
         row = worst[:-1]
         where = "[" + ", ".join([str(int(i)) for i in row] + [":"]) + "]"
