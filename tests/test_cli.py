@@ -194,6 +194,20 @@ def test_a_later_lesson_names_an_earlier_lesson_that_fails_its_own_check(workspa
     payload = json.loads(course("check", "3", "--json", cwd=workspace).stdout)
     assert payload["status"] == "failed"
     assert "l02_softmax.py, which has not passed its own check yet" in payload["note"]
+    # scaled_dot_product_attention calls softmax: its failures point there, naming no mistake
+    attention = next(e for e in payload["exercises"] if e["name"] == "scaled_dot_product_attention")
+    failing = [c for c in attention["checks"] if c["status"] != "passed"]
+    assert failing and all(c["blamed"] == "l02_softmax.softmax" and not c["mistake"] for c in failing)
+
+
+def test_a_later_lesson_whose_earlier_file_does_not_parse_sends_the_learner_to_that_file(workspace):
+    shutil.copy(SOLUTIONS / "l03_attention.py", workspace)
+    (workspace / "l02_softmax.py").write_text("def softmax(x, axis=-1)\n    return x\n")
+    payload = json.loads(course("check", "3", "--json", cwd=workspace).stdout)
+    assert (payload["status"], payload["fix_first"]) == ("error", "l02_softmax")
+    screen = " ".join(course("check", "3", cwd=workspace).stdout.split())
+    assert "l03_attention.py imports your l02_softmax.py, which has a syntax error (line 1)" in screen
+    assert "Edit l02_softmax.py, then `course check 3` again." in screen
 
 
 def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):

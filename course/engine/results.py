@@ -78,6 +78,7 @@ class LessonResult:
     exercises: list[ExerciseResult] = field(default_factory=list)
     message: str = ""  # a lesson-wide problem: file missing, syntax error, whole-run timeout
     note: str = ""  # one line about an earlier lesson this one depends on
+    fix_first: str = ""  # an earlier lesson module whose file keeps this one from importing
     output: str = ""  # the tail of what the learner's code printed
     uses: list[str] = field(default_factory=list)  # earlier lesson modules this one imported
     notice: str = ""  # about the grading itself, e.g. modified grading tests were replaced
@@ -147,6 +148,7 @@ class LessonResult:
                 "status",
                 "message",
                 "note",
+                "fix_first",
                 "output",
                 "uses",
                 "notice",

@@ -55,7 +55,8 @@ def result_screen(
         )
     parts: list[RenderableType] = [head, table]
     if result.message:
-        parts.append(Panel(plain(result.message), title="Your file", border_style="red", title_align="left"))
+        title = f"Your {result.fix_first}.py" if result.fix_first else "Your file"
+        parts.append(Panel(plain(result.message), title=title, border_style="red", title_align="left"))
     problems = [] if result.message else result.problems()
     for exercise, check in problems if verbose else problems[:1]:
         parts.append(_problem_panel(exercise.name, check))
@@ -104,6 +105,8 @@ def _what_now(lesson: Lesson, result: LessonResult, session: Session, watching: 
         move_on = "Press n for the next lesson." if watching else "`course next` moves on."
         return Text(f"Lesson {lesson.number} passed. {move_on}", style="green")
     path = session.workspace.display(session.workspace.lesson_file(lesson))
+    if result.fix_first:  # this lesson's file may be fine: the one it imports is not
+        path = session.workspace.display(session.workspace.root / f"{result.fix_first}.py")
     if watching:
         return Text(f"Edit {path}: every save is checked again. Stuck? Press h for a hint.")
     return Text(

@@ -146,7 +146,7 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
         result.message += "\n" + (plugin.collection_errors or [printed])[0].strip()
     elif plugin.import_problem is not None:
         result.status = ERROR
-        result.message = _import_message(lesson, plugin.import_problem)
+        result.fix_first, result.message = _import_message(lesson, plugin.import_problem)
         for exercise in exercises:
             exercise.status = ERROR
             for check in exercise.checks:
@@ -172,42 +172,43 @@ def skeleton_signatures(lesson: Lesson) -> dict[str, str]:
     }
 
 
-def _import_message(lesson: Lesson, problem: errors.LearnerProblem) -> str:
+def _import_message(lesson: Lesson, problem: errors.LearnerProblem) -> tuple[str, str]:
+    """(the earlier lesson module to fix first, if the fault is in one; what to tell)."""
     info = getattr(problem, "info", {}) or {}
-    earlier = _earlier_lesson_at_fault(lesson, info)
+    earlier, sentence = _earlier_lesson_at_fault(lesson, info)
     if earlier:
-        return earlier
+        return earlier, sentence
     if info.get("type") == "NotImplementedError":
-        return (
+        return "", (
             f"{lesson.file_name} raised NotImplementedError while being imported: "
             "keep `raise NotImplementedError` inside the functions.\n" + str(problem)
         )
     if info.get("syntax"):
-        return f"{lesson.file_name} has a syntax error, so none of it can run:\n{problem}"
+        return "", f"{lesson.file_name} has a syntax error, so none of it can run:\n{problem}"
     if isinstance(problem, errors.LearnerTimeout):
-        return str(problem)
-    return f"{lesson.file_name} could not be imported:\n{problem}"
+        return "", str(problem)
+    return "", f"{lesson.file_name} could not be imported:\n{problem}"
 
 
-def _earlier_lesson_at_fault(lesson: Lesson, info: dict) -> str:
-    """One line when the import failed in another lesson's file: a syntax error there, or
-    the file missing. The cause is named, not the graded file, which may be fine."""
+def _earlier_lesson_at_fault(lesson: Lesson, info: dict) -> tuple[str, str]:
+    """(module, one line) when the import failed in another lesson's file: a syntax error
+    there, or the file missing. The cause is named, not the graded file, which may be fine."""
     modules = learner_module.lesson_modules(lesson.module)
     syntax = info.get("syntax") or {}
     broken = str(syntax.get("file", "")).removesuffix(".py") if isinstance(syntax, dict) else ""
     if broken in modules and broken != lesson.module:
-        return (
+        return broken, (
             f"{lesson.file_name} imports your {broken}.py, which has a syntax error (line "
             f"{syntax.get('line')}), so none of this lesson can run: fix it first "
             f"(`course check {broken}`)."
         )
     missing = str(info.get("missing_module", ""))
     if info.get("type") == "ModuleNotFoundError" and missing in modules and missing != lesson.module:
-        return (
+        return missing, (
             f"{lesson.file_name} imports your {missing}.py, which is not in your workspace: "
             f"`course reset {missing}` brings back its fresh skeleton, or put your own copy back."
         )
-    return ""
+    return "", ""
 
 
 def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:
