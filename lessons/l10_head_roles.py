@@ -12,18 +12,26 @@ trained to translate English to Russian. A few heads turned out to have clear jo
 - positional heads attend to a neighbour: "at least 90% of the time" their largest weight sits on
   one relative position, in practice the previous (-1) or the next (+1) token;
 - syntactic heads point from a word to the word it is related to (a verb to its subject or
-  object, an adjective to its noun) far more often than position alone would;
+  object, an adjective to its noun): a head counts as syntactic for a relation when its largest
+  weight finds the related word at least 10 percentage points more often than a positional
+  baseline, which always picks the relation's most frequent relative position (Voita et al.
+  2019, section 5.2);
 - a rare-token head attends to the least frequent tokens of the sentence.
 
-These heads are also the "confident" ones: their largest weight is large on average. And they
-are the ones that matter: pruning heads with learned gates, 38 of the 48 encoder heads can be
-removed for a loss of only 0.15 BLEU, and the specialised heads are the last to go. Lesson 11
-prunes heads itself; this lesson finds the roles.
+The positional and syntactic heads are also "confident" ones: their largest weight is large on
+average. The rare-token head is not among them: it is identified by what it does, pointing at
+the rarest tokens, not by its confidence (Voita et al. 2019, sections 4 and 5.3). And the
+specialised heads are the ones that matter: pruning heads with learned gates, 38 of the 48
+encoder heads can be removed for a loss of only 0.15 BLEU, and the specialised heads are the
+last to go. Lesson 11 prunes heads itself; this lesson finds the roles.
 
 Confidence
 ----------
 A head's confidence is the average, over every query position of a set of sequences, of the
-largest weight in that query's row (Voita et al.'s definition):
+largest weight in that query's row. That is Voita et al.'s definition but for one detail:
+their average leaves out the end-of-sentence token EOS, "excluding the end of sentence symbol"
+(Voita et al. 2019, section 4). The course's sequences have no EOS token, so there is nothing
+to leave out here:
 
     confidence_h = mean over rows r of  max_j w_h[r, j]
 
@@ -110,9 +118,10 @@ A role is a measurement on data, not a label written on a head. The model is sco
 the copy, so its last positions were seldom trained to predict anything, and there some heads do
 other things: over all 24 positions a head that looks one back in the first 16 can come out "diffuse".
 Try both. The model card (`tiny_model.card()`) lists roles the course measured with a rule that
-knows the task (it calls a head "copy" when it finds the earlier occurrence); your classifier
-knows nothing about the task and calls those heads "content". It must measure the weights it is
-given, never look roles up.
+knows the task: it calls a head "copy" when, in at least half of the scored rows, its largest
+weight sits on the token AFTER the earlier occurrence of the current token, the token to copy
+(course/tiny_model/measure.py). Your classifier knows nothing about the task and calls those heads
+"content". It must measure the weights it is given, never look roles up.
 
 What the tiny model cannot show: syntax and rare tokens. Its tokens are random, so there is no
 grammar to track and no token is rarer than another; and a causal model has no next-token (+1)

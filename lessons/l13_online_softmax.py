@@ -55,15 +55,23 @@ is 0, the row's l stays 0, and its output is 0 (lesson 3's answer), never NaN.
 FlashAttention
 --------------
 Dao et al. (2022, "FlashAttention: fast and memory-efficient exact attention with IO-awareness")
-run this recurrence on a GPU. They tile the queries too, and each tile of q, k, v is loaded once
-into the chip's fast on-chip memory (SRAM: 192 KB per streaming multiprocessor on an A100, against
-40-80 GB of slower main memory, HBM), where the (T_block, S_block) scores live and die: the (T, S)
-matrix is never written to HBM. The attention is exact, not approximated. Their headline numbers:
-BERT-large (sequence length 512) trains 15% faster than the MLPerf 1.1 record, GPT-2 (length 1K)
-3 times faster, the long-range arena (lengths 1K to 4K) 2.4 times; the memory grows linearly with
-the sequence length (their README: 10 times less than PyTorch's standard attention at length 2K,
-20 times at 4K), and with it came the first Transformers better than chance on Path-X (length
-16K, 61.4% accuracy) and Path-256 (length 64K, 63.1%).
+run this recurrence on a GPU. They tile the queries too, and compute in the chip's fast on-chip
+memory (SRAM: 192 KB per streaming multiprocessor on an A100, against 40-80 GB of slower main
+memory, HBM), where the (T_block, S_block) scores live and die: the (T, S) matrix is never written
+to HBM. FlashAttention loads each block of k and v into SRAM once (the outer loop) and, for each
+of them, visits every block of queries (the inner loop): a block of q, its running output o, l
+and m are read from HBM again for every block of keys, and o, l and m written back (Dao et al.
+2022, Algorithm 1). FlashAttention-2 swaps the two loops: each block of q is loaded once, o, l and
+m stay on the chip until it is done, and the blocks of k and v stream past it (Dao 2023,
+"FlashAttention-2: faster attention with better parallelism and work partitioning", Algorithm 1).
+Either way the attention is exact, not approximated. FlashAttention's headline numbers: BERT-large
+(sequence length 512) trains 15% faster than the MLPerf 1.1 record, GPT-2 (length 1K) 3 times
+faster, the long-range arena (lengths 1K to 4K) 2.4 times; the memory grows linearly with the
+sequence length (their README: 10 times less than PyTorch's standard attention at length 2K, 20
+times at 4K), and with it came the first Transformers better than chance on Path-X (length 16K,
+61.4% accuracy, with FlashAttention) and Path-256 (length 64K, 63.1%, with block-sparse
+FlashAttention, their approximate variant that computes only the blocks a fixed sparsity mask
+keeps) (Dao et al. 2022, section 4.2).
 
 numpy cannot show the speed: it has no SRAM to manage, and a Python loop over blocks is slower
 than one big matrix product. What it can show is the memory. The grader measures the peak memory
@@ -79,7 +87,7 @@ it measures the memory of online_softmax_attention. It cannot see how many passe
 a two-pass softmax (lesson 2's own, say) returns the same numbers and passes, and so does an
 attention that visits the blocks twice, first for the maximum, then for the sum and the output,
 in the same small memory. One pass is this lesson's point, and yours to keep: it is what lets
-FlashAttention read each block of keys and values once.
+FlashAttention read each block of keys and values once (Dao et al. 2022, Algorithm 1).
 (The course's tiny model has 24 positions: a head's 24 x 24 float64 scores are 4.5 KiB, too small
 for any of this to matter. This lesson measures synthetic long inputs instead.)
 

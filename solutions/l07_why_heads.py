@@ -17,7 +17,9 @@ With G = H, G*K = H*K = D and the total is 4*D*D + 4*D, the same number for H = 
 D heads. The heads SPLIT the D features into H slices of width K; they do not multiply them.
 PyTorch agrees: sum(p.numel() for p in torch.nn.MultiheadAttention(D, H).parameters()) is
 4*D*D + 4*D for every H that divides D. The computation does not grow either: the projections cost
-4*T*D*D multiply-adds per sequence whatever H is, and the scores cost H * T*S*K = T*S*D.
+2*T*D*D + 2*S*D*D multiply-adds per sequence whatever H is (W_Q and W_O act on the T query
+positions, W_K and W_V on the S key/value positions: 4*T*D*D for self-attention, where S = T), and
+the scores cost H * T*S*K = T*S*D.
 This lesson grades multi-head attention, G = H (n_kv_heads None or equal to n_heads); lesson 8
 teaches G < H and grades those counts.
 
@@ -28,8 +30,12 @@ the base model has H = 8 heads in d_model = 512, so d_k = d_v = 512 / 8 = 64; th
 H = 16 heads in d_model = 1024, so d_k = d_v = 1024 / 16 = 64 again. Typical models since have
 8, 12 or 16 heads, each 64 or 128 wide (BERT-base: 12 heads of 64 in d_model = 768). The largest
 have more heads and wider ones: GPT-3 175B (Brown et al. 2020) has 96 heads of width 128 in
-d_model = 12,288. Your count_parameters(512, 8) gives the base model's 1,050,624 parameters per
-attention layer (4 * 512 * 512 + 4 * 512), and count_parameters(12288, 96) GPT-3's 604,028,928.
+d_model = 12,288. The paper's projections are matrices with no biases (section 3.2.2), so an
+attention layer of the base model holds 4 * 512 * 512 = 1,048,576 weights and one of the big model
+4 * 1024 * 1024 = 4,194,304: count_parameters(512, 8, bias=False) and count_parameters(1024, 16,
+bias=False). With the four biases (PyTorch's nn.MultiheadAttention has them unless bias=False),
+count_parameters(512, 8) gives 1,050,624 (4 * 512 * 512 + 4 * 512) and count_parameters(1024, 16)
+4,198,400; count_parameters(12288, 96) gives a GPT-3 layer's 604,028,928, biases included.
 
 What heads buy
 --------------
