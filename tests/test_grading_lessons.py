@@ -35,7 +35,9 @@ def test_the_solution_passes_every_check_and_every_catalog_exercise_has_checks(m
                 "call_line",
                 "naming",
                 "blamed",
+                "title",
             }
+            assert check["title"], f"{check['name']} has no title (its test's docstring)"
             assert check["kind"] in KINDS
 
 

@@ -42,6 +42,7 @@ class CheckResult:
     kind: str = EXAMPLE  # one of KINDS: how telling a failure of this check is
     raised_in: str = ""  # the earlier lesson module the learner's error was raised in ...
     call_line: int = 0  # ... called from this line of this lesson's file
+    title: str = ""  # what the check checks, for people (its test's docstring), else ""
     naming: str = ""  # the end of ``message`` that names the mistake and its misconception
     blamed: str = ""  # a function this check's exercise uses that fails: "name" or "module.name"
 

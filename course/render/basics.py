@@ -15,6 +15,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from course.content.catalog import Lesson
+    from course.engine.results import CheckResult
     from course.workspace.session import Session
 
 STYLE = {
@@ -64,10 +65,12 @@ def status(name: str) -> Text:
     return Text(f"{MARK.get(name, '?')} {name}", style=STYLE.get(name, ""))
 
 
-def check_title(name: str) -> str:
-    """``test_softmax_rows_sum_to_one[float32]`` -> ``softmax rows sum to one [float32]``."""
-    base, _, params = name.partition("[")
-    words = base.removeprefix("test_").replace("_", " ")
+def check_title(check: CheckResult) -> str:
+    """The check's title, as its grading test words it (its docstring), with the case of a
+    parametrised test: ``rows of weights sum to one [float32]``. A test without one (a lesson
+    being written: `course dev check` asks for one) shows its name."""
+    base, _, params = check.name.partition("[")
+    words = check.title or base.removeprefix("test_").replace("_", " ")
     return f"{words} [{params}" if params else words
 
 

@@ -89,7 +89,7 @@ def result_screen(
 
 def _problem_panel(exercise: str, check: CheckResult) -> Panel:
     """One check not passed, in full; a hand-checked case says so in its title."""
-    title = f"{exercise}: {check_title(check.name)}"
+    title = f"{exercise}: {check_title(check)}"
     if check.kind == HAND_CHECKED:
         title += " (hand-checked)"
     return Panel(

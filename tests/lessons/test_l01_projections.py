@@ -113,6 +113,7 @@ def heads_loop(x, w_heads):
 @exercise("linear")
 class TestLinear:
     def test_linear_maps_b_t_d_to_b_t_dout(self, lesson):
+        """linear(x, w, b) maps x (B, T, D) to (B, T, D_out)"""
         r = rng(1)
         x, w, b = r.standard_normal((B, T, D)), r.standard_normal((D, D_OUT)), r.standard_normal(D_OUT)
         out = lesson.linear(x, w, b)
@@ -126,6 +127,7 @@ class TestLinear:
 
     @hand_checked
     def test_linear_small_case_by_hand(self, lesson):
+        """linear([[1, 2]], w, b) by hand is [[11, 22, 38]]"""
         x = np.array([[1.0, 2.0]])  # (1, 2)
         w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])  # (2, 3)
         b = np.array([10.0, 20.0, 30.0])
@@ -139,6 +141,7 @@ class TestLinear:
         )
 
     def test_linear_adds_the_bias(self, lesson):
+        """linear(x, w, b) adds the bias b to x @ w"""
         r = rng(2)
         x, w, b = r.standard_normal((B, T, D)), r.standard_normal((D, D_OUT)), r.standard_normal(D_OUT) + 3
         check_array(
@@ -150,6 +153,7 @@ class TestLinear:
         )
 
     def test_linear_uses_w_as_stored_not_transposed(self, lesson):
+        """a square w is applied as stored, x @ w, not transposed"""
         r = rng(3)
         x, w = r.standard_normal((B, T, D)), r.standard_normal((D, D))  # square: w.T would fit
         check_array(
@@ -161,12 +165,14 @@ class TestLinear:
         )
 
     def test_linear_without_bias(self, lesson):
+        """linear(x, w) and linear(x, w, None) add no bias"""
         r = rng(4)
         x, w = r.standard_normal((T, D)), r.standard_normal((D, D_OUT))
         check_array(lesson.linear(x, w), linear_loop(x, w), what="linear(x, w) with b=None", dims="T D_out")
         check_array(lesson.linear(x, w, None), linear_loop(x, w), what="linear(x, w, None)", dims="T D_out")
 
     def test_linear_keeps_float32(self, lesson):
+        """float32 x, w and b give a float32 result"""
         r = rng(5)
         x = r.standard_normal((B, T, D)).astype(np.float32)
         w = r.standard_normal((D, D_OUT)).astype(np.float32)
@@ -179,6 +185,7 @@ class TestLinear:
         )
 
     def test_linear_leaves_its_inputs_unchanged(self, lesson):
+        """linear leaves x, w and b unchanged"""
         r = rng(6)
         x, w, b = r.standard_normal((B, T, D)), r.standard_normal((D, D_OUT)), r.standard_normal(D_OUT)
         lesson.linear(x, w, b)
@@ -192,6 +199,7 @@ class TestLinear:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_linear_matches_the_loop_for_any_leading_axes(self, lesson, lead, d_in, d_out, bias, seed):
+        """linear matches the loop for any leading axes, with or without b"""
         r = rng(seed)
         x, w = r.standard_normal((*lead, d_in)), r.standard_normal((d_in, d_out))
         b = r.standard_normal(d_out) if bias else None
@@ -208,6 +216,7 @@ class TestLinear:
 @exercise("head_projections")
 class TestHeadProjections:
     def test_head_projections_shape_is_b_h_t_k(self, lesson):
+        """x (B, T, D) and w_heads (H, D, K) give (B, H, T, K)"""
         r = rng(10)
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         out = lesson.head_projections(x, w_heads)
@@ -225,6 +234,7 @@ class TestHeadProjections:
 
     @hand_checked
     def test_head_projections_small_case_by_hand(self, lesson):
+        """two heads that each pick one feature of x = [[[1, 2]]], by hand"""
         x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
         w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])  # head 0 reads d=0, head 1 reads d=1
         expected = np.array([[[[1.0]], [[2.0]]]])  # (1, H=2, 1, K=1)
@@ -237,6 +247,7 @@ class TestHeadProjections:
         )
 
     def test_head_h_is_x_times_its_own_weight(self, lesson):
+        """head h is x @ w_heads[h], for every head h"""
         r = rng(11)
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         out = lesson.head_projections(x, w_heads)
@@ -251,6 +262,7 @@ class TestHeadProjections:
             )
 
     def test_head_projections_keeps_float32_and_inputs(self, lesson):
+        """float32 stays float32, and x and w_heads are left unchanged"""
         r = rng(12)
         x = r.standard_normal((B, T, D)).astype(np.float32)
         w_heads = r.standard_normal((H, D, K)).astype(np.float32)
@@ -272,6 +284,7 @@ class TestHeadProjections:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_head_projections_match_the_loop(self, lesson, b, t, d, h, k, seed):
+        """head_projections matches the loop for any B, T, D, H and K"""
         r = rng(seed)
         x, w_heads = r.standard_normal((b, t, d)), r.standard_normal((h, d, k))
         check_array(
@@ -286,6 +299,7 @@ class TestHeadProjections:
 @exercise("fuse_head_weights")
 class TestFuseHeadWeights:
     def test_fused_weight_is_d_by_h_times_k(self, lesson):
+        """w_heads (H, D, K) fuses to (D, H*K), the heads side by side"""
         r = rng(20)
         w_heads = r.standard_normal((H, D, K))
         fused = lesson.fuse_head_weights(w_heads)
@@ -304,6 +318,7 @@ class TestFuseHeadWeights:
 
     @hand_checked
     def test_fused_weight_small_case_by_hand(self, lesson):
+        """heads [[1], [2]] and [[3], [4]] fuse to [[1, 3], [2, 4]], by hand"""
         w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
         expected = np.array([[1.0, 3.0], [2.0, 4.0]])  # column h is head h
         check_array(
@@ -315,6 +330,7 @@ class TestFuseHeadWeights:
         )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):
+        """head h owns columns h*K:(h+1)*K of the fused weight"""
         r = rng(21)
         x, w_heads = r.standard_normal((B, T, D)), r.standard_normal((H, D, K))
         fused = lesson.fuse_head_weights(w_heads)
@@ -331,6 +347,7 @@ class TestFuseHeadWeights:
             )
 
     def test_fuse_keeps_float32_and_inputs(self, lesson):
+        """float32 stays float32, and w_heads is left unchanged"""
         w_heads = rng(22).standard_normal((H, D, K)).astype(np.float32)
         fused = lesson.fuse_head_weights(w_heads)
         check_not_modified(lesson, "fuse_head_weights(w_heads)")
@@ -340,6 +357,7 @@ class TestFuseHeadWeights:
 
     @given(h=st.integers(1, 4), d=st.integers(1, 5), k=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
     def test_fused_projection_equals_the_head_projections(self, lesson, h, d, k, seed):
+        """x @ fused, split back into heads, equals the head projections"""
         r = rng(seed)
         x, w_heads = r.standard_normal((2, 3, d)), r.standard_normal((h, d, k))
         fused = lesson.fuse_head_weights(w_heads)

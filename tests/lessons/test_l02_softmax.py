@@ -344,6 +344,7 @@ def pick_axis(ndim, pick):
 @exercise("softmax")
 class TestSoftmax:
     def test_softmax_keeps_the_shape_b_t_s(self, lesson):
+        """softmax(x) of (B, T, S) scores keeps the shape (B, T, S)"""
         x = rng(1).standard_normal((B, T, S))
         check(
             call(lesson.softmax, x),
@@ -355,6 +356,7 @@ class TestSoftmax:
 
     @hand_checked
     def test_softmax_small_case_by_hand(self, lesson):
+        """softmax(log([[1, 3], [2, 2]])) by hand is [[0.25, 0.75], [0.5, 0.5]]"""
         x = np.log(np.array([[1.0, 3.0], [2.0, 2.0]]))
         # exp(x) = [[1, 3], [2, 2]]: each row divided by its sum, 4 and 4.
         expected = np.array([[0.25, 0.75], [0.5, 0.5]])
@@ -374,6 +376,7 @@ class TestSoftmax:
         )
 
     def test_softmax_of_equal_scores_is_uniform(self, lesson):
+        """equal scores get equal weights 1/S"""
         x = np.full((T, S), 7.0)  # every score equal: every weight 1/S = 0.2
         # Over the columns instead: every weight 1/T = 1/3.
         check(
@@ -388,6 +391,7 @@ class TestSoftmax:
         )
 
     def test_softmax_is_taken_over_the_last_axis_by_default(self, lesson):
+        """without an axis, softmax is taken over the last axis (S)"""
         x = rng(2).standard_normal((T, S)) * 2
         check(
             call(lesson.softmax, x),
@@ -398,6 +402,7 @@ class TestSoftmax:
         )
 
     def test_softmax_along_axis_0_and_axis_1_of_a_t_by_s_input(self, lesson):
+        """softmax along axis 0, 1 and -2 of a (T, S) input"""
         x = rng(3).standard_normal((T, S)) * 2
         for axis in (0, 1, -2):
             check(
@@ -409,6 +414,7 @@ class TestSoftmax:
             )
 
     def test_softmax_along_every_axis_of_a_b_t_s_input(self, lesson):
+        """softmax along every axis, -3 to 2, of a (B, T, S) input"""
         x = rng(4).standard_normal((B, T, S)) * 2
         for axis in (0, 1, 2, -1, -2, -3):
             check(
@@ -420,6 +426,7 @@ class TestSoftmax:
             )
 
     def test_softmax_keeps_the_axis_of_the_maximum_for_broadcasting(self, lesson):
+        """the maximum keeps its axis (keepdims=True), on a (4, 4, 4) cube"""
         # A cube on purpose: a maximum without keepdims=True broadcasts here without an error.
         x = rng(5).standard_normal((4, 4, 4)) * 3
         for axis in (None, 0, 1):
@@ -434,6 +441,7 @@ class TestSoftmax:
             )
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float64(self, lesson):
+        """logits near +1000, near -1000 and mixed, in float64"""
         x = HUGE.copy()
         check(
             call(lesson.softmax, x),
@@ -451,6 +459,7 @@ class TestSoftmax:
         )
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float32(self, lesson):
+        """logits near +1000, near -1000 and mixed, in float32"""
         x = HUGE.astype(np.float32)
         check(
             call(lesson.softmax, x),
@@ -461,6 +470,7 @@ class TestSoftmax:
         )
 
     def test_softmax_in_float32_survives_logits_of_100(self, lesson):
+        """float32 logits near +-100 do not overflow (exp overflows above 88.7)"""
         # float64 would survive exp(100) without the maximum; float32 overflows above 88.7.
         x = (HUGE / 10).astype(np.float32)
         check(
@@ -472,6 +482,7 @@ class TestSoftmax:
         )
 
     def test_softmax_of_an_all_minus_inf_row_is_all_zeros(self, lesson):
+        """a row of all -inf gives all zeros, not NaN"""
         x = rng(6).standard_normal((T, S))
         x[1] = -INF  # every key masked
         x[2, [0, 2, 4]] = -INF  # some keys masked: the others share the weight
@@ -488,6 +499,7 @@ class TestSoftmax:
         )
 
     def test_softmax_of_an_all_minus_inf_slice_along_axis_0_in_float32(self, lesson):
+        """an all -inf slice along axis 0 in float32 gives zeros, not NaN"""
         x = rng(7).standard_normal((B, T, S)).astype(np.float32)
         x[:, 1, 3] = -INF  # the slice along axis 0 at (t=1, s=3)
         x[0, 2, 0] = -INF
@@ -511,6 +523,7 @@ class TestSoftmax:
         )
 
     def test_softmax_keeps_float32_and_float64(self, lesson):
+        """float32 stays float32 and float64 stays float64"""
         x64 = rng(8).standard_normal((B, T, S))
         for x in (x64.astype(np.float32), x64):
             check(
@@ -522,6 +535,7 @@ class TestSoftmax:
             )
 
     def test_softmax_leaves_its_input_unchanged(self, lesson):
+        """softmax leaves its input x unchanged, for any axis"""
         x = rng(9).standard_normal((B, T, S)) * 2
         x[0, 1] = -INF
         for kwargs in ({}, {"axis": 0}, {"axis": 1}):
@@ -531,6 +545,7 @@ class TestSoftmax:
         check_untouched(lesson, "softmax(x) in float32")
 
     def test_softmax_matches_the_loop_on_1d_3d_and_4d_scores(self, lesson):
+        """softmax matches the loop on (S,), (B, T, S) and (B, H, T, S) scores"""
         r = rng(10)
         for x, dims in (
             (r.standard_normal(S) * 5, "S"),
@@ -548,6 +563,7 @@ class TestSoftmax:
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, dtype=dtypes, seed=seeds)
     def test_softmax_rows_sum_to_one(self, lesson, shape, pick, scale, dtype, seed):
+        """weights along the axis sum to one and are never negative"""
         x = (rng(seed).standard_normal(shape) * scale).astype(dtype)
         axis = pick_axis(x.ndim, pick)
         what = f"softmax(x, axis={axis}) with x {x.shape} {dtype}"
@@ -571,6 +587,7 @@ class TestSoftmax:
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), seed=seeds)
     def test_softmax_is_unchanged_by_adding_a_constant_to_each_row(self, lesson, shape, pick, seed):
+        """adding a constant (up to +-1000) to each row leaves softmax unchanged"""
         r = rng(seed)
         x = r.standard_normal(shape) * 3
         axis = pick_axis(x.ndim, pick)
@@ -589,6 +606,7 @@ class TestSoftmax:
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, seed=seeds)
     def test_softmax_preserves_the_order_within_a_row(self, lesson, shape, pick, scale, seed):
+        """a larger score gets a larger weight, equal scores equal weights"""
         x = np.round(rng(seed).standard_normal(shape) * scale, 1)  # rounding makes some ties
         axis = pick_axis(x.ndim, pick)
         what = f"softmax(x, axis={axis}) with x {x.shape}"
@@ -610,6 +628,7 @@ class TestSoftmax:
 @exercise("logsumexp")
 class TestLogsumexp:
     def test_logsumexp_reduces_the_last_axis_away(self, lesson):
+        """logsumexp(x) of (B, T, S) scores reduces the last axis away: (B, T)"""
         x = rng(20).standard_normal((B, T, S))
         check(
             call(lesson.logsumexp, x),
@@ -621,6 +640,7 @@ class TestLogsumexp:
 
     @hand_checked
     def test_logsumexp_small_case_by_hand(self, lesson):
+        """logsumexp(log([[1, 3], [2, 6]])) by hand is [log 4, log 8]"""
         x = np.log(np.array([[1.0, 3.0], [2.0, 6.0]]))
         # exp(x) = [[1, 3], [2, 6]]: row sums 4 and 8, so [log 4, log 8].
         # Column sums instead: 3 and 9, so [log 3, log 9].
@@ -639,6 +659,7 @@ class TestLogsumexp:
         )
 
     def test_logsumexp_of_a_1d_array_is_a_scalar(self, lesson):
+        """logsumexp of a 1-D array is a scalar: log 4 for np.zeros(4)"""
         x = np.zeros(4)  # log(1 + 1 + 1 + 1) = log 4
         check(
             call(lesson.logsumexp, x),
@@ -649,6 +670,7 @@ class TestLogsumexp:
         )
 
     def test_logsumexp_along_axis_0_and_axis_1_of_a_t_by_s_input(self, lesson):
+        """logsumexp along axis 0, 1, -2 and -1 of a (T, S) input"""
         x = rng(21).standard_normal((T, S)) * 2
         for axis, dims in ((0, "S"), (1, "T"), (-2, "S"), (-1, "T")):
             check(
@@ -660,6 +682,7 @@ class TestLogsumexp:
             )
 
     def test_logsumexp_along_every_axis_of_a_b_t_s_input(self, lesson):
+        """logsumexp along every axis of a (B, T, S) input"""
         x = rng(22).standard_normal((B, T, S)) * 2
         for axis, dims in ((0, "T S"), (1, "B S"), (2, "B T"), (-2, "B S"), (-3, "T S")):
             check(
@@ -671,6 +694,7 @@ class TestLogsumexp:
             )
 
     def test_logsumexp_of_logits_around_plus_minus_1000_in_float64(self, lesson):
+        """logits near +1000, near -1000 and mixed, in float64"""
         x = HUGE.copy()
         check(
             call(lesson.logsumexp, x),
@@ -688,6 +712,7 @@ class TestLogsumexp:
         )
 
     def test_logsumexp_of_logits_around_plus_minus_1000_and_100_in_float32(self, lesson):
+        """logits near +-1000 and near +-100, in float32"""
         for x in (HUGE.astype(np.float32), (HUGE / 10).astype(np.float32)):
             check(
                 call(lesson.logsumexp, x),
@@ -698,6 +723,7 @@ class TestLogsumexp:
             )
 
     def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf(self, lesson):
+        """a row of all -inf gives -inf, not NaN, in float64 and float32"""
         x = rng(23).standard_normal((T, S))
         x[1] = -INF
         x[2, [1, 3]] = -INF
@@ -722,6 +748,7 @@ class TestLogsumexp:
         )
 
     def test_logsumexp_keeps_float32_and_float64(self, lesson):
+        """float32 stays float32 and float64 stays float64"""
         x64 = rng(24).standard_normal((B, T, S))
         for x in (x64.astype(np.float32), x64):
             check(
@@ -733,6 +760,7 @@ class TestLogsumexp:
             )
 
     def test_logsumexp_leaves_its_input_unchanged(self, lesson):
+        """logsumexp leaves its input x unchanged, for any axis"""
         x = rng(25).standard_normal((B, T, S)) * 2
         x[1, 2] = -INF
         for kwargs in ({}, {"axis": 0}, {"axis": 1}):
@@ -740,6 +768,7 @@ class TestLogsumexp:
             check_untouched(lesson, with_axis("logsumexp", kwargs))
 
     def test_logsumexp_matches_the_loop_on_3d_and_4d_scores(self, lesson):
+        """logsumexp matches the loop on (B, T, S) and (B, H, T, S) scores"""
         r = rng(26)
         for x, dims in (
             (r.standard_normal((B, T, S)) * 5, "B T"),
@@ -756,6 +785,7 @@ class TestLogsumexp:
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), seed=seeds)
     def test_logsumexp_shifts_with_a_constant_added_to_each_row(self, lesson, shape, pick, seed):
+        """adding a constant c to each row adds c to logsumexp"""
         r = rng(seed)
         x = r.standard_normal(shape) * 3
         axis = pick_axis(x.ndim, pick)
@@ -778,6 +808,7 @@ class TestLogsumexp:
     @no_shrinking
     @given(shape=shapes, pick=st.integers(0, 5), scale=scales, seed=seeds)
     def test_exp_of_x_minus_logsumexp_is_the_softmax(self, lesson, shape, pick, scale, seed):
+        """exp(x - logsumexp(x)) is softmax(x), along any axis"""
         x = rng(seed).standard_normal(shape) * scale
         axis = pick_axis(x.ndim, pick)
         what = f"logsumexp(x, axis={axis}) with x {x.shape}"

@@ -404,6 +404,7 @@ def batch_masks(r, shape, fully_masked_rows=True):
 @exercise("attention_scores")
 class TestAttentionScores:
     def test_scores_map_b_t_k_and_b_s_k_to_b_t_s(self, lesson):
+        """q (B, T, K) and k (B, S, K) give scores (B, T, S)"""
         q, k, _ = qkv(rng(1))
         check_array(
             lesson.attention_scores(q, k),
@@ -415,6 +416,7 @@ class TestAttentionScores:
 
     @hand_checked
     def test_scores_small_case_by_hand(self, lesson):
+        """a (2, 4) q and a (3, 4) k by hand: q @ k^T / sqrt(4)"""
         q = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
         k = np.array([[1.0, 0.0, 1.0, 0.0], [2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
         # q @ k^T = [[1, 4, 0], [2, 0, 8]]; divided by sqrt(4) = 2: [[0.5, 2, 0], [1, 0, 4]]
@@ -428,6 +430,7 @@ class TestAttentionScores:
         )
 
     def test_scores_are_scaled_by_one_over_sqrt_of_the_head_width(self, lesson):
+        """scores are scaled by 1/sqrt(K), K the head width, with heads (B, H)"""
         q, k, _ = qkv(rng(2), lead=(B, H))  # (B, H, T, K): the model width is D = H*K = 18
         check_array(
             lesson.attention_scores(q, k),
@@ -438,6 +441,7 @@ class TestAttentionScores:
         )
 
     def test_scores_compare_every_query_with_every_key(self, lesson):
+        """every query meets every key: q @ k^T, even when S = K"""
         q, k, _ = qkv(rng(3), s=K)  # S = K = 6: q @ k (no transpose) has the right shape
         check_array(
             lesson.attention_scores(q, k),
@@ -448,6 +452,7 @@ class TestAttentionScores:
         )
 
     def test_an_explicit_scale_is_used_as_given(self, lesson):
+        """an explicit scale (0.37, 1.0) is used as given"""
         q, k, _ = qkv(rng(4))
         for scale in (0.37, 1.0):
             check_array(
@@ -462,6 +467,7 @@ class TestAttentionScores:
             )
 
     def test_scale_zero_is_a_scale_not_a_missing_value(self, lesson):
+        """scale=0.0 is a scale, not a missing value: every score is 0"""
         q, k, _ = qkv(rng(5))
         check_array(
             lesson.attention_scores(q, k, scale=0.0),
@@ -472,6 +478,7 @@ class TestAttentionScores:
         )
 
     def test_scores_of_single_vectors_without_a_batch(self, lesson):
+        """q (T, K) and k (S, K) without a batch axis give (T, S)"""
         q, k, _ = qkv(rng(6), lead=())
         check_array(
             lesson.attention_scores(q, k),
@@ -482,6 +489,7 @@ class TestAttentionScores:
         )
 
     def test_scores_keep_float32(self, lesson):
+        """float32 q and k give float32 scores, with and without a scale"""
         q, k, _ = qkv(rng(7), lead=(B, H), dtype=np.float32)
         expected = scores_loop(q, k)
         check_array(
@@ -500,6 +508,7 @@ class TestAttentionScores:
         )
 
     def test_scores_leave_their_inputs_unchanged(self, lesson):
+        """attention_scores leaves q and k unchanged"""
         q, k, _ = qkv(rng(8))
         lesson.attention_scores(q, k)
         check_not_modified(lesson, "attention_scores(q, k)")
@@ -515,6 +524,7 @@ class TestAttentionScores:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_scores_match_the_loop_for_any_sizes(self, lesson, lead, t, s, k, explicit, seed):
+        """scores match the loop for any sizes, with or without a scale"""
         r = rng(seed)
         q, keys, _ = qkv(r, lead=tuple(lead), t=t, s=s, k=k, kv=1)
         scale = float(r.uniform(0.1, 2.0)) if explicit else None
@@ -531,6 +541,7 @@ class TestAttentionScores:
 @exercise("scaled_dot_product_attention")
 class TestScaledDotProductAttention:
     def test_attention_returns_out_b_t_kv_and_weights_b_t_s(self, lesson):
+        """returns out (B, T, Kv) and weights (B, T, S)"""
         q, k, v = qkv(rng(20))
         check_attention(
             lesson.scaled_dot_product_attention(q, k, v),
@@ -542,6 +553,7 @@ class TestScaledDotProductAttention:
 
     @hand_checked
     def test_attention_small_case_by_hand(self, lesson):
+        """a small masked case by hand, one query row fully masked"""
         q = np.array(
             [[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]]
         )  # (T=3, K=4): sqrt(K) = 2
@@ -571,6 +583,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_attention_on_heads_matches_the_loop(self, lesson):
+        """attention on heads, q (B, H, T, K), matches the loop"""
         q, k, v = qkv(rng(21), lead=(B, H))
         check_attention(
             lesson.scaled_dot_product_attention(q, k, v),
@@ -583,6 +596,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_attention_passes_the_scale_on(self, lesson):
+        """the scale (0.37, and 0.0) is passed on to the scores"""
         q, k, v = qkv(rng(22), lead=(B, H))
         for scale in (0.37, 0.0):
             check_attention(
@@ -596,6 +610,7 @@ class TestScaledDotProductAttention:
             )
 
     def test_a_t_by_s_mask_applies_to_every_batch_element_and_head(self, lesson):
+        """a (T, S) mask applies to every batch element and head"""
         q, k, v = qkv(rng(23), lead=(B, H))
         mask = np.tril(np.ones((T, S), bool), k=S - T)  # causal, aligned bottom-right
         mask[0] = False  # query 0 may attend nothing
@@ -610,6 +625,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_a_padding_mask_b_1_s_hides_different_keys_per_batch_element(self, lesson):
+        """a (B, 1, S) padding mask hides different keys per batch element"""
         q, k, v = qkv(rng(24))
         lengths = [S, 2]  # batch element 1 has only 2 real keys
         mask = (np.arange(S) < np.array(lengths)[:, None])[:, None, :]  # (B, 1, S)
@@ -624,6 +640,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_a_b_t_s_mask_gives_each_batch_element_its_own_mask(self, lesson):
+        """a (B, T, S) mask gives each batch element its own mask"""
         r = rng(25)
         q, k, v = qkv(r)
         mask = batch_masks(r, (B, T, S))
@@ -637,6 +654,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_a_b_1_t_s_mask_broadcasts_over_heads(self, lesson):
+        """a (B, 1, T, S) mask broadcasts over the heads"""
         r = rng(26)
         q, k, v = qkv(r, lead=(B, H))
         mask = batch_masks(r, (B, 1, T, S))
@@ -653,6 +671,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_a_fully_masked_query_row_gets_zero_weights_and_zero_output(self, lesson):
+        """a fully masked query row gets zero weights and zero output, not NaN"""
         r = rng(27)
         q, k, v = qkv(r)
         mask = batch_masks(r, (B, T, S))
@@ -675,6 +694,7 @@ class TestScaledDotProductAttention:
         check_attention((out, weights), q, k, v, mask, what=what)
 
     def test_rows_of_weights_sum_to_one_because_the_mask_comes_before_the_softmax(self, lesson):
+        """rows of weights sum to 1 (0 if fully masked): mask before the softmax"""
         r = rng(28)
         q, k, v = qkv(r, lead=(B, H))
         mask = batch_masks(r, (B, 1, T, S))  # the last query of each mask sees nothing
@@ -707,6 +727,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_out_is_built_from_the_masked_weights(self, lesson):
+        """out is built from the masked weights: out = weights @ v"""
         r = rng(29)
         q, k, v = qkv(r)
         mask = batch_masks(r, (B, T, S), fully_masked_rows=False)
@@ -722,6 +743,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_attention_keeps_float32(self, lesson):
+        """float32 q, k and v give float32 out and weights"""
         r = rng(30)
         q, k, v = qkv(r, lead=(B, H), dtype=np.float32)
         mask = batch_masks(r, (B, 1, T, S))
@@ -736,6 +758,7 @@ class TestScaledDotProductAttention:
         )
 
     def test_attention_leaves_its_inputs_unchanged(self, lesson):
+        """attention leaves q, k, v and the mask unchanged"""
         r = rng(31)
         q, k, v = qkv(r)
         mask = batch_masks(r, (B, T, S))
@@ -757,6 +780,7 @@ class TestScaledDotProductAttention:
     def test_attention_matches_the_loop_for_any_sizes_and_masks(
         self, lesson, lead, t, s, k, kv, mask_kind, seed
     ):
+        """attention matches the loop for any sizes and mask shapes"""
         r = rng(seed)
         lead = tuple(lead)
         q, keys, v = qkv(r, lead=lead, t=t, s=s, k=k, kv=kv)
@@ -774,6 +798,7 @@ class TestScaledDotProductAttention:
 
     @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_weights_rows_sum_to_one_or_to_zero_when_fully_masked(self, lesson, b, t, s, seed):
+        """rows of weights sum to 1, or to 0 when fully masked"""
         r = rng(seed)
         k = int(r.integers(1, 5))  # widths do not matter here: drawn from the seed
         q, keys, v = qkv(r, lead=(b,), t=t, s=s, k=k, kv=2, spread=3.0)
@@ -804,6 +829,7 @@ class TestScaledDotProductAttention:
 
     @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_masked_positions_get_exactly_zero_weight(self, lesson, b, t, s, seed):
+        """masked positions get a weight of exactly 0"""
         r = rng(seed)
         k = int(r.integers(1, 5))
         q, keys, v = qkv(r, lead=(b,), t=t, s=s, k=k, kv=2)
@@ -835,6 +861,7 @@ class TestScaledDotProductAttention:
 
     @given(b=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
     def test_each_output_row_is_a_convex_combination_of_value_rows(self, lesson, b, t, s, seed):
+        """each out row is a weighted average of the value rows it may attend"""
         r = rng(seed)
         k, kv = (int(n) for n in r.integers(1, 5, size=2))
         q, keys, v = qkv(r, lead=(b,), t=t, s=s, k=k, kv=kv)
@@ -874,6 +901,7 @@ class TestScaledDotProductAttention:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_permuting_keys_and_values_together_leaves_out_unchanged(self, lesson, b, t, s, masked, seed):
+        """permuting keys and values together leaves out unchanged"""
         r = rng(seed)
         k, kv = (int(n) for n in r.integers(1, 5, size=2))
         q, keys, v = qkv(r, lead=(b,), t=t, s=s, k=k, kv=kv)

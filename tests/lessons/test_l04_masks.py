@@ -206,6 +206,7 @@ def combine_mistakes(*masks):
 @exercise("causal_mask")
 class TestCausalMask:
     def test_causal_mask_is_t_by_s_and_aligned_bottom_right(self, lesson):
+        """causal_mask(4, 7) is (T, S) and aligned bottom-right"""
         check_mask(
             lesson.causal_mask(T, S),
             causal_loop(T, S),
@@ -216,6 +217,7 @@ class TestCausalMask:
 
     @hand_checked
     def test_causal_mask_small_case_by_hand(self, lesson):
+        """causal_mask(2, 5) by hand: 3 cached keys, then 2 new queries"""
         # 3 cached tokens and 2 new ones: query 0 sits at position 3, query 1 at position 4.
         expected = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
         check_mask(
@@ -232,6 +234,7 @@ class TestCausalMask:
         )
 
     def test_causal_mask_with_s_omitted_is_the_lower_triangle(self, lesson):
+        """with s omitted, causal_mask(t) is the lower triangle, diagonal in"""
         # T = S = 3: query i sees keys 0..i, its own position included
         expected = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=bool)
         check_mask(
@@ -254,6 +257,7 @@ class TestCausalMask:
         )
 
     def test_one_new_query_sees_every_key(self, lesson):
+        """one new query, causal_mask(1, 6), sees every key"""
         # decoding one token at a time: the newest token is the last position and sees everything
         check_mask(
             lesson.causal_mask(1, 6),
@@ -264,6 +268,7 @@ class TestCausalMask:
         )
 
     def test_new_queries_get_the_last_rows_of_the_full_mask(self, lesson):
+        """causal_mask(t, S) is the last t rows of causal_mask(S, S)"""
         full = lesson.causal_mask(S, S)
         check_mask(
             full, causal_loop(S), what=f"causal_mask({S}, {S})", dims="T S", mistakes=causal_mistakes(S, S)
@@ -279,6 +284,7 @@ class TestCausalMask:
             )
 
     def test_causal_mask_is_boolean(self, lesson):
+        """causal_mask has dtype bool"""
         out = lesson.causal_mask(3, 5)
         check_mask(
             out, causal_loop(3, 5), what="causal_mask(3, 5)", dims="T S", mistakes=causal_mistakes(3, 5)
@@ -287,6 +293,7 @@ class TestCausalMask:
 
     @given(t=st.integers(1, 6), s=st.integers(1, 8))
     def test_causal_mask_matches_the_loop_for_any_sizes(self, lesson, t, s):
+        """causal_mask matches the loop for any t and s"""
         check_mask(
             lesson.causal_mask(t, s),
             causal_loop(t, s),
@@ -300,6 +307,7 @@ class TestCausalMask:
 @exercise("padding_mask")
 class TestPaddingMask:
     def test_padding_mask_is_b_by_1_by_s(self, lesson):
+        """padding_mask(lengths, S) has shape (B, 1, S)"""
         lengths = np.array([3, 7, 1])
         check_mask(
             lesson.padding_mask(lengths, S),
@@ -311,6 +319,7 @@ class TestPaddingMask:
 
     @hand_checked
     def test_padding_mask_small_case_by_hand(self, lesson):
+        """padding_mask([2, 3], 4) by hand: key j is real when j < length"""
         lengths = np.array([2, 3])
         # sequence 0 owns keys 0, 1; sequence 1 owns keys 0, 1, 2; key 3 is padding in both
         expected = np.array([[[1, 1, 0, 0]], [[1, 1, 1, 0]]], dtype=bool)
@@ -328,6 +337,7 @@ class TestPaddingMask:
         )
 
     def test_length_zero_hides_every_key_and_length_s_none(self, lesson):
+        """length 0 hides every key, length S hides none"""
         lengths = np.array([0, S, 4])
         check_mask(
             lesson.padding_mask(lengths, S),
@@ -338,6 +348,7 @@ class TestPaddingMask:
         )
 
     def test_padding_mask_broadcasts_over_the_queries(self, lesson):
+        """broadcast to (B, T, S), every query of sequence b sees lengths[b] keys"""
         lengths = np.array([5, 2, 6])
         mask = lesson.padding_mask(lengths, S)
         check_mask(
@@ -356,6 +367,7 @@ class TestPaddingMask:
                 )
 
     def test_padding_mask_takes_int32_lengths_and_leaves_them_unchanged(self, lesson):
+        """int32 lengths work and are left unchanged"""
         lengths = np.array([6, 1, 3], dtype=np.int32)
         out = lesson.padding_mask(lengths, S)
         check_not_modified(lesson, "padding_mask(lengths, s)")
@@ -369,6 +381,7 @@ class TestPaddingMask:
 
     @given(b=st.integers(1, 4), s=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
     def test_padding_mask_matches_the_loop_for_any_lengths(self, lesson, b, s, seed):
+        """padding_mask matches the loop for any lengths from 0 to s"""
         lengths = rng(seed).integers(0, s + 1, size=b)
         check_mask(
             lesson.padding_mask(lengths, s),
@@ -440,6 +453,7 @@ def random_mask(r, shape):
 @exercise("combine_masks")
 class TestCombineMasks:
     def test_causal_and_padding_combine_to_b_t_s(self, lesson):
+        """causal (T, S) and padding (B, 1, S) masks combine to (B, T, S)"""
         check_combined(
             lesson,
             (causal_loop(T, S), padding_loop([3, 7, 5], S)),
@@ -448,6 +462,7 @@ class TestCombineMasks:
 
     @hand_checked
     def test_combine_masks_small_case_by_hand(self, lesson):
+        """two (2, 2) masks by hand: True only where both are True"""
         m1 = np.array([[True, False], [True, True]])
         m2 = np.array([[True, True], [False, True]])
         # and: [[T, F], [F, T]]; or would give all True
@@ -461,12 +476,14 @@ class TestCombineMasks:
         )
 
     def test_combine_masks_skips_none_entries(self, lesson):
+        """None entries are skipped"""
         r = rng(1)
         m1, m2 = random_mask(r, (B, T, S)), random_mask(r, (T, S))
         check_combined(lesson, (None, m1, None))
         check_combined(lesson, (m1, None, m2))
 
     def test_combine_masks_of_no_mask_is_none(self, lesson):
+        """with no mask at all (only None, or nothing) the result is None"""
         for masks in ((None, None), (None,), ()):
             what = describe(masks)
             out = combined(lesson, *masks)
@@ -477,15 +494,18 @@ class TestCombineMasks:
             )
 
     def test_a_single_mask_comes_back_as_it_is(self, lesson):
+        """a single mask comes back as it is"""
         check_combined(
             lesson, (random_mask(rng(2), (B, 1, S)),), what="combine_masks(m) with one (B, 1, S) mask"
         )
 
     def test_three_masks_broadcast_together(self, lesson):
+        """(T, S), (B, 1, S) and (B, T, S) masks broadcast together"""
         masks = (causal_loop(T, S), padding_loop([2, 6, 7], S), random_mask(rng(3), (B, T, S)))
         check_combined(lesson, masks, what="combine_masks((T, S), (B, 1, S), (B, T, S))")
 
     def test_combine_masks_leaves_its_inputs_unchanged(self, lesson):
+        """combine_masks leaves its input masks unchanged"""
         r = rng(4)
         masks = (random_mask(r, (B, T, S)), random_mask(r, (T, S)))
         check_combined(lesson, masks, what="combine_masks(m1 (B, T, S), m2 (T, S))")
@@ -502,6 +522,7 @@ class TestCombineMasks:
     def test_combine_masks_matches_the_loop_for_any_broadcastable_masks(
         self, lesson, n, b, t, s, nones, seed
     ):
+        """combine_masks matches the loop for any broadcastable masks and Nones"""
         r = rng(seed)
         shapes = [(b, t, s), (t, s), (b, 1, s), (1, t, s), (b, t, 1), (s,)]
         masks = [random_mask(r, shapes[r.integers(len(shapes))]) for _ in range(n)]

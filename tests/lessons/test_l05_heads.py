@@ -172,6 +172,7 @@ def learner_error(call):
 @exercise("split_heads")
 class TestSplitHeads:
     def test_split_heads_maps_b_t_d_to_b_h_t_k(self, lesson):
+        """split_heads maps (B, T, D) to (B, H, T, K)"""
         x = rng(1).standard_normal((B, T, D))
         check_array(
             lesson.split_heads(x, H),
@@ -183,6 +184,7 @@ class TestSplitHeads:
 
     @hand_checked
     def test_split_heads_small_case_by_hand(self, lesson):
+        """a small case checked by hand (B=1, T=2, D=4, H=2 heads of K=2)"""
         x = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
         # head 0 owns columns 0:2 of both tokens, head 1 columns 2:4
         expected = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (1, 2, 2, 2)
@@ -199,6 +201,7 @@ class TestSplitHeads:
         )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):
+        """head h owns columns h*K:(h+1)*K of x"""
         x = rng(2).standard_normal((B, T, D))
         out = lesson.split_heads(x, H)
         check_array(
@@ -217,6 +220,7 @@ class TestSplitHeads:
             )
 
     def test_split_heads_cuts_the_features_not_the_positions(self, lesson):
+        """split_heads cuts the features D, not the positions T"""
         x = rng(3).standard_normal((2, 8, 12))  # T = 8 is divisible by H = 4 as well as D = 12
         check_array(
             lesson.split_heads(x, 4),
@@ -227,6 +231,7 @@ class TestSplitHeads:
         )
 
     def test_split_heads_rejects_d_not_divisible_by_h(self, lesson):
+        """D = 10, H = 4 raises a ValueError that names 10 and 4"""
         x = rng(4).standard_normal((2, 3, 10))
         message, result = learner_error(lambda: lesson.split_heads(x, 4))
         what = "split_heads(x (2, 3, 10), 4)"
@@ -253,6 +258,7 @@ class TestSplitHeads:
         )
 
     def test_split_heads_keeps_float32_and_its_input(self, lesson):
+        """split_heads keeps float32 and leaves its input unchanged"""
         x = rng(5).standard_normal((B, T, D)).astype(np.float32)
         out = lesson.split_heads(x, H)
         check_not_modified(lesson, f"split_heads(x, {H})")
@@ -265,6 +271,7 @@ class TestSplitHeads:
         )
 
     def test_split_heads_undoes_a_correct_merge(self, lesson):
+        """split_heads undoes a correct merge_heads"""
         heads = rng(6).standard_normal((B, H, T, K))
         check_array(
             lesson.split_heads(merge_loop(heads), H),
@@ -282,6 +289,7 @@ class TestSplitHeads:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_split_heads_matches_the_loop(self, lesson, b, t, h, k, seed):
+        """split_heads matches the slow loop for any B, T, H, K"""
         x = rng(seed).standard_normal((b, t, h * k))
         out = lesson.split_heads(x, h)
         check_array(
@@ -304,6 +312,7 @@ class TestSplitHeads:
 @exercise("merge_heads")
 class TestMergeHeads:
     def test_merge_heads_maps_b_h_t_k_to_b_t_hk(self, lesson):
+        """merge_heads maps (B, H, T, K) to (B, T, H*K)"""
         x = rng(10).standard_normal((B, H, T, K))
         check_array(
             lesson.merge_heads(x),
@@ -315,6 +324,7 @@ class TestMergeHeads:
 
     @hand_checked
     def test_merge_heads_small_case_by_hand(self, lesson):
+        """a small case checked by hand (B=1, H=2, T=2, K=2)"""
         x = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
         # token t's row is head 0's row t, then head 1's row t
         expected = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (1, 2, 4)
@@ -331,6 +341,7 @@ class TestMergeHeads:
         )
 
     def test_merge_heads_is_the_concat_of_the_heads(self, lesson):
+        """merge_heads is Concat(head_1, ..., head_H) along the features"""
         x = rng(11).standard_normal((B, H, T, K))
         out = lesson.merge_heads(x)
         check_array(
@@ -349,6 +360,7 @@ class TestMergeHeads:
             )
 
     def test_merge_heads_keeps_float32_and_its_input(self, lesson):
+        """merge_heads keeps float32 and leaves its input unchanged"""
         x = rng(12).standard_normal((B, H, T, K)).astype(np.float32)
         out = lesson.merge_heads(x)
         check_not_modified(lesson, "merge_heads(x)")
@@ -357,6 +369,7 @@ class TestMergeHeads:
         )
 
     def test_merge_heads_undoes_a_correct_split(self, lesson):
+        """merge_heads undoes a correct split_heads"""
         x = rng(13).standard_normal((B, T, D))
         check_array(
             lesson.merge_heads(split_loop(x, H)),
@@ -374,6 +387,7 @@ class TestMergeHeads:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_merge_heads_matches_the_loop(self, lesson, b, h, t, k, seed):
+        """merge_heads matches the slow loop for any B, H, T, K"""
         x = rng(seed).standard_normal((b, h, t, k))
         check_array(
             lesson.merge_heads(x),
@@ -391,6 +405,7 @@ class TestMergeHeads:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_merge_heads_round_trips_with_split(self, lesson, b, t, h, k, seed):
+        """merge_heads(split_heads(x, H)) gives x back for any sizes"""
         x = rng(seed).standard_normal((b, t, h * k))
         check_array(
             lesson.merge_heads(split_loop(x, h)),

@@ -465,6 +465,7 @@ def describe_case(name, case):
 @exercise("multi_head_attention")
 class TestMultiHeadAttention:
     def test_returns_out_b_t_d_and_one_weight_map_per_head_b_h_t_s(self, lesson):
+        """returns out (B, T, D) and one weight map per head (B, H, T, S)"""
         r = rng(1)
         x_q, x_kv = inputs(r)
         params = make_params(r)
@@ -479,6 +480,7 @@ class TestMultiHeadAttention:
 
     @hand_checked
     def test_small_case_by_hand(self, lesson):
+        """a small case checked by hand (D=3, H=2, K=1)"""
         # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
         # head 1's, feature 2 the value of both heads.
         x_q = np.array([[[1.0, 1.0, 0.0]]])  # (B=1, T=1, D=3)
@@ -506,6 +508,7 @@ class TestMultiHeadAttention:
         )
 
     def test_matches_torch_multihead_attention(self, lesson):
+        """matches torch.nn.MultiheadAttention on its saved cases"""
         for name, case in fixtures().items():
             params = torch_to_course(torch_state(case))
             h, mask = int(case["n_heads"]), case.get("mask")
@@ -521,6 +524,7 @@ class TestMultiHeadAttention:
             )
 
     def test_keys_and_values_come_from_x_kv(self, lesson):
+        """keys and values come from x_kv (T=3 queries, S=7 keys)"""
         r = rng(2)
         x_q, x_kv = inputs(r, s=7)  # T = 3 queries, S = 7 keys
         params = make_params(r)
@@ -535,6 +539,7 @@ class TestMultiHeadAttention:
         )
 
     def test_scores_are_scaled_by_the_head_width(self, lesson):
+        """scores are scaled by 1/sqrt(K), the head width, not 1/sqrt(D)"""
         r = rng(3)
         x_q, x_kv = inputs(r)
         for n_heads, k in ((4, 6), (2, 12)):  # D = 24 both times, the head width differs
@@ -549,6 +554,7 @@ class TestMultiHeadAttention:
             )
 
     def test_every_bias_is_added(self, lesson):
+        """every bias b_q, b_k, b_v, b_o is added, each one on its own too"""
         r = rng(4)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias_scale=2.0)
@@ -572,6 +578,7 @@ class TestMultiHeadAttention:
             )
 
     def test_absent_or_none_biases_are_not_added(self, lesson):
+        """absent or None biases are not added"""
         r = rng(5)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias=False)
@@ -594,6 +601,7 @@ class TestMultiHeadAttention:
         )
 
     def test_a_b_t_s_mask_gets_a_head_axis(self, lesson):
+        """a (B, T, S) mask gets a head axis"""
         r = rng(6)
         b, t, s, h, k = 3, 2, 5, 3, 4  # B == H: a mask without head axis gives wrong numbers
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=h * k)
@@ -623,6 +631,7 @@ class TestMultiHeadAttention:
         )
 
     def test_a_t_s_mask_is_shared_by_every_batch_element(self, lesson):
+        """a (T, S) mask is shared by every batch element"""
         r = rng(7)
         b, t, s, h, k = 2, 3, 5, 3, 4  # T == H: mask[:, None] on a (T, S) mask gives numbers
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=h * k)
@@ -653,6 +662,7 @@ class TestMultiHeadAttention:
         )
 
     def test_a_padding_mask_b_1_s_hides_keys_per_batch_element(self, lesson):
+        """a (B, 1, S) padding mask hides keys per batch element"""
         r = rng(8)
         x_q, x_kv = inputs(r)
         params = make_params(r)
@@ -669,6 +679,7 @@ class TestMultiHeadAttention:
         )
 
     def test_a_fully_masked_query_gets_zero_weights_and_out_b_o(self, lesson):
+        """a fully masked query gets zero weights (no NaN) and out = b_o"""
         r = rng(9)
         x_q, x_kv = inputs(r)
         params = make_params(r)
@@ -687,6 +698,7 @@ class TestMultiHeadAttention:
         check_mha((out, weights), x_q, x_kv, params, H, mask, what=what)
 
     def test_keeps_float32(self, lesson):
+        """keeps float32: float32 inputs give float32 out and weights"""
         r = rng(10)
         x_q, x_kv = inputs(r, dtype=np.float32)
         params = make_params(r, dtype=np.float32)
@@ -702,6 +714,7 @@ class TestMultiHeadAttention:
         )
 
     def test_leaves_its_inputs_unchanged(self, lesson):
+        """leaves x_q, x_kv, params and mask unchanged"""
         r = rng(11)
         x_q, x_kv = inputs(r)
         mask = random_mask(r, (B, T, S))
@@ -720,6 +733,7 @@ class TestMultiHeadAttention:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_matches_the_loop_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, mask_form, seed):
+        """matches the slow loop for any sizes, biases and mask forms"""
         r = rng(seed)
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=d)
         params = make_params(r, d=d, n_heads=h, k=k, bias=bias)
@@ -739,6 +753,7 @@ class TestMultiHeadAttention:
 
     @given(h=st.integers(2, 4), seed=st.integers(0, 2**32 - 1))
     def test_reordering_the_heads_reorders_the_weights_and_keeps_out(self, lesson, h, seed):
+        """reordering the heads reorders the weights and keeps out"""
         r = rng(seed)
         k = 2
         x_q, x_kv = inputs(r, d=5)
@@ -787,6 +802,7 @@ class TestMultiHeadAttention:
 @exercise("multi_head_attention_loop")
 class TestMultiHeadAttentionLoop:
     def test_loop_returns_out_b_t_d(self, lesson):
+        """the loop version returns out (B, T, D) only"""
         r = rng(20)
         x_q, x_kv = inputs(r)
         params = make_params(r)
@@ -801,6 +817,7 @@ class TestMultiHeadAttentionLoop:
 
     @hand_checked
     def test_loop_small_case_by_hand(self, lesson):
+        """a small case checked by hand (D=3, H=2, K=1)"""
         # The case of test_small_case_by_hand: heads [7] and [6], Concat [7, 6] @ w_o + b_o.
         x_q = np.array([[[1.0, 1.0, 0.0]]])
         x_kv = np.array([[[0.0, 0.0, 4.0], [math.log(3.0), 0.0, 8.0]]])
@@ -822,6 +839,7 @@ class TestMultiHeadAttentionLoop:
         )
 
     def test_loop_matches_torch_multihead_attention(self, lesson):
+        """matches torch.nn.MultiheadAttention on its saved cases"""
         for name, case in fixtures().items():
             params = torch_to_course(torch_state(case))
             h, mask = int(case["n_heads"]), case.get("mask")
@@ -837,6 +855,7 @@ class TestMultiHeadAttentionLoop:
             )
 
     def test_head_i_owns_columns_i_k_to_i_plus_1_k(self, lesson):
+        """head i owns columns i*K:(i+1)*K (H=4, K=6 and H=3, K=8)"""
         r = rng(21)
         x_q, x_kv = inputs(r, s=7)
         for n_heads, k in ((4, 6), (3, 8)):
@@ -852,6 +871,7 @@ class TestMultiHeadAttentionLoop:
             )
 
     def test_loop_adds_every_bias_and_works_without(self, lesson):
+        """adds every bias, and works with no b_* keys or None biases"""
         r = rng(22)
         x_q, x_kv = inputs(r)
         params = make_params(r, bias_scale=2.0)
@@ -883,6 +903,7 @@ class TestMultiHeadAttentionLoop:
         )
 
     def test_loop_applies_every_mask_form(self, lesson):
+        """applies every mask form: (T, S), (B, T, S) and (B, 1, S)"""
         r = rng(23)
         x_q, x_kv = inputs(r)
         params = make_params(r)
@@ -899,6 +920,7 @@ class TestMultiHeadAttentionLoop:
             )
 
     def test_loop_keeps_float32_and_its_inputs(self, lesson):
+        """keeps float32 and leaves its inputs unchanged"""
         r = rng(24)
         x_q, x_kv = inputs(r, dtype=np.float32)
         params = make_params(r, dtype=np.float32)
@@ -919,6 +941,7 @@ class TestMultiHeadAttentionLoop:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_loop_matches_the_oracle_for_any_sizes(self, lesson, b, t, s, d, h, k, bias, masked, seed):
+        """matches the slow oracle for any sizes, with or without a mask"""
         r = rng(seed)
         x_q, x_kv = inputs(r, b=b, t=t, s=s, d=d)
         params = make_params(r, d=d, n_heads=h, k=k, bias=bias)
@@ -992,6 +1015,7 @@ def check_converted(result, state, *, what):
 @exercise("params_from_torch")
 class TestParamsFromTorch:
     def test_params_from_torch_returns_the_course_dict(self, lesson):
+        """returns the course dict w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o"""
         case = fixtures()["cross_batch_mask"]
         state = torch_state(case)
         result = lesson.params_from_torch(state, int(case["n_heads"]))
@@ -1001,6 +1025,7 @@ class TestParamsFromTorch:
 
     @hand_checked
     def test_params_from_torch_small_case_by_hand(self, lesson):
+        """a small D=2 state checked by hand"""
         state = {
             "in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2
             "in_proj_bias": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
@@ -1020,6 +1045,7 @@ class TestParamsFromTorch:
         )
 
     def test_each_course_weight_is_its_pytorch_block_transposed(self, lesson):
+        """each course weight is its PyTorch block, transposed"""
         for name, case in fixtures().items():
             state = torch_state(case)
             check_converted(
@@ -1029,6 +1055,7 @@ class TestParamsFromTorch:
             )
 
     def test_a_state_without_biases_gives_no_biases(self, lesson):
+        """a state without biases (bias=False) gives no b_* entries"""
         case = fixtures()["cross_no_bias_shared_mask"]
         state = torch_state(case)
         assert "in_proj_bias" not in state
@@ -1039,6 +1066,7 @@ class TestParamsFromTorch:
         )
 
     def test_converted_params_reproduce_torch_end_to_end(self, lesson):
+        """converted params reproduce PyTorch's output end to end"""
         for name, case in fixtures().items():
             h = int(case["n_heads"])
             result = lesson.params_from_torch(torch_state(case), h)
@@ -1054,6 +1082,7 @@ class TestParamsFromTorch:
             )
 
     def test_params_from_torch_keeps_float32_and_the_state(self, lesson):
+        """keeps float32 and leaves the state unchanged"""
         case = fixtures()["self"]
         state = {key: a.astype(np.float32) for key, a in torch_state(case).items()}
         result = lesson.params_from_torch(state, int(case["n_heads"]))
@@ -1061,6 +1090,7 @@ class TestParamsFromTorch:
         check_converted(result, state, what="params_from_torch(state, n_heads) in float32")
 
     def test_the_result_holds_copies_not_views_of_the_state(self, lesson):
+        """the result holds copies, not views, of the state's arrays"""
         # "Copies, not views" cannot be seen in arrays that come back as bytes. The lesson's
         # given fine_tune_step converts and subtracts 0.5 from every course array in place, in
         # the same worker call: a view of the state makes the state change, which the grader
@@ -1103,6 +1133,7 @@ class TestParamsFromTorch:
         d_over_h=st.integers(1, 3), h=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 2**32 - 1)
     )
     def test_params_from_torch_for_any_width(self, lesson, d_over_h, h, bias, seed):
+        """params_from_torch works for any D and H, with or without biases"""
         r = rng(seed)
         d = d_over_h * h
         state = {

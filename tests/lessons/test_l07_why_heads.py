@@ -188,14 +188,17 @@ def names_number(line, n):
 @exercise("count_parameters")
 class TestCountParameters:
     def test_count_parameters_of_multi_head_attention_is_4dd_plus_4d(self, lesson):
+        """count_parameters of multi-head attention is 4*D*D + 4*D"""
         # D=12, H=3 (K=4): W_Q, W_K, W_V, W_O 12 x 12 = 4 * 144 = 576, biases 4 * 12 = 48: 624
         check_count(lesson.count_parameters(12, 3), 12, 3)
 
     def test_count_parameters_without_bias_is_4dd(self, lesson):
+        """count_parameters with bias=False is 4*D*D"""
         # D=20, H=5: 4 * 400 = 1600
         check_count(lesson.count_parameters(20, 5, bias=False), 20, 5, bias=False)
 
     def test_count_parameters_is_the_same_for_every_number_of_heads(self, lesson):
+        """the count is the same for every number of heads H"""
         d = 24
         counts = {h: lesson.count_parameters(d, h) for h in (1, 2, 3, 4, 6, 8, 12, 24)}
         values = {h: (c.item() if isinstance(c, np.ndarray) else c) for h, c in counts.items()}
@@ -209,16 +212,19 @@ class TestCountParameters:
         check_count(counts[4], d, 4)
 
     def test_count_parameters_of_the_transformer_base_model_and_gpt_3(self, lesson):
+        """the counts of the Transformer base model (D=512) and GPT-3 (D=12288)"""
         # Vaswani et al. 2017 base: D=512, H=8 (K=64): 4 * 512 * 512 + 4 * 512 = 1,050,624
         check_count(lesson.count_parameters(512, 8), 512, 8)
         # GPT-3 175B: D=12288, H=96 (K=128): 4 * 12288 * 12288 + 4 * 12288 = 604,028,928
         check_count(lesson.count_parameters(12288, 96), 12288, 96)
 
     def test_count_parameters_with_n_kv_heads_none_or_equal_to_n_heads_is_mha(self, lesson):
+        """n_kv_heads=None or n_kv_heads=n_heads counts multi-head attention"""
         check_count(lesson.count_parameters(30, 6, n_kv_heads=None), 30, 6)
         check_count(lesson.count_parameters(30, 6, n_kv_heads=6), 30, 6, 6)
 
     def test_count_parameters_raises_value_error_when_d_is_not_divisible_by_h(self, lesson):
+        """D = 10, H = 4 raises a ValueError that names 10 and 4"""
         line, value = value_error_line(lambda: lesson.count_parameters(10, 4))
         assert line is not None, (
             f"count_parameters(10, 4) returned {value!r}; it should raise ValueError: d_model=10 "
@@ -235,6 +241,7 @@ class TestCountParameters:
 
     @given(k=st.integers(1, 8), h=st.integers(1, 16), bias=st.booleans(), explicit=st.booleans())
     def test_count_parameters_matches_the_parameter_shapes(self, lesson, k, h, bias, explicit):
+        """the count matches the parameter shapes for any D, H and bias"""
         d = h * k
         g_arg = h if explicit else None  # multi-head attention: G = H, given or left out
         check_count(lesson.count_parameters(d, h, n_kv_heads=g_arg, bias=bias), d, h, g_arg, bias)
@@ -544,12 +551,14 @@ def check_two_heads(lesson, tokens, v, ln, expected=None):
 @exercise("two_head_weights")
 class TestTwoHeadWeights:
     def test_two_head_weights_are_four_d_by_d_matrices(self, lesson):
+        """two_head_weights gives w_q, w_k, w_v, w_o, each (D, D), D = 2*(V + L)"""
         what = f"two_head_weights({V}, {L})"
         params = checked_params(lesson.two_head_weights(V, L), V, L, what)
         assert set(params) >= {"w_q", "w_k", "w_v", "w_o"}
 
     @hand_checked
     def test_two_heads_copy_the_tokens_one_and_two_back_by_hand(self, lesson):
+        """the two heads copy the tokens 1 and 2 back, checked by hand"""
         tokens = np.array([[2, 0, 1, 2], [1, 1, 0, 2]])  # V=3, L=4: K = 7, D = 14
         expected = np.zeros((2, 4, 14))
         # sequence 0, t=2: token 1 back = 0, 2 back = 2; t=3: 1 back = 1, 2 back = 0
@@ -561,14 +570,17 @@ class TestTwoHeadWeights:
         check_two_heads(lesson, tokens, 3, 4, expected)
 
     def test_two_heads_copy_the_tokens_one_and_two_back_on_random_sequences(self, lesson):
+        """the two heads copy the tokens 1 and 2 back on random sequences"""
         tokens = rng(1).integers(0, V, size=(40, L))
         check_two_heads(lesson, tokens, V, L)
 
     def test_two_heads_work_on_sequences_shorter_than_max_len(self, lesson):
+        """the two heads work on sequences shorter than max_len"""
         tokens = rng(2).integers(0, V, size=(12, 4))  # T = 4 < L = 7
         check_two_heads(lesson, tokens, V, L)
 
     def test_two_heads_work_with_more_tokens_than_positions(self, lesson):
+        """the two heads work with more tokens than positions (V=9 > L=5)"""
         tokens = rng(3).integers(0, 9, size=(20, 5))  # V = 9 > L = 5
         check_two_heads(lesson, tokens, 9, 5)
 
@@ -580,6 +592,7 @@ class TestTwoHeadWeights:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_two_heads_solve_the_task_for_any_sizes(self, lesson, v, ln, t_short, n_b, seed):
+        """the two heads solve the task for any vocab_size and max_len"""
         n_t = max(FIRST_GRADED + 1, ln - t_short)
         tokens = rng(seed).integers(0, v, size=(n_b, n_t))
         check_two_heads(lesson, tokens, v, ln)

@@ -484,6 +484,7 @@ def map_mistakes(n_heads, n_kv_heads):
 @exercise("kv_head_for_query_head")
 class TestKvHeadForQueryHead:
     def test_map_has_one_kv_head_per_query_head(self, lesson):
+        """the map has one key/value head per query head (H=6, G=3)"""
         check_map(
             lesson.kv_head_for_query_head(H, G),
             groups_oracle(H, G),
@@ -493,6 +494,7 @@ class TestKvHeadForQueryHead:
 
     @hand_checked
     def test_consecutive_query_heads_share_a_kv_head_by_hand(self, lesson):
+        """consecutive query heads share a key/value head, checked by hand"""
         # H = 6, G = 3: groups of 6 // 3 = 2 consecutive query heads -> [0, 0, 1, 1, 2, 2]
         # (i % 3 would give [0, 1, 2, 0, 1, 2], i // 3 would give [0, 0, 0, 1, 1, 1])
         check_map(
@@ -510,6 +512,7 @@ class TestKvHeadForQueryHead:
         )
 
     def test_multi_head_attention_is_g_equals_h(self, lesson):
+        """G = H is multi-head attention: query head i uses kv head i"""
         # G = H: every query head has its own key/value head, i -> i
         check_map(
             lesson.kv_head_for_query_head(5, 5),
@@ -518,6 +521,7 @@ class TestKvHeadForQueryHead:
         )
 
     def test_multi_query_attention_is_g_equals_1(self, lesson):
+        """G = 1 is multi-query attention: every query head uses kv head 0"""
         # G = 1: every query head uses key/value head 0
         check_map(
             lesson.kv_head_for_query_head(6, 1),
@@ -527,6 +531,7 @@ class TestKvHeadForQueryHead:
         )
 
     def test_llama_2_70b_shares_each_kv_head_among_8_query_heads(self, lesson):
+        """Llama 2 70B shares each key/value head among 8 query heads"""
         # Llama 2 70B: 64 query heads, 8 key/value heads -> heads 8g ... 8g + 7 use kv head g
         check_map(
             lesson.kv_head_for_query_head(64, 8),
@@ -536,6 +541,7 @@ class TestKvHeadForQueryHead:
         )
 
     def test_map_rejects_g_that_does_not_divide_h(self, lesson):
+        """H = 6, G = 4 raises a ValueError that names 6 and 4"""
         check_raises_value_error(
             lambda: lesson.kv_head_for_query_head(6, 4),
             "kv_head_for_query_head(6, 4)",
@@ -545,6 +551,7 @@ class TestKvHeadForQueryHead:
 
     @given(n_kv=st.integers(1, 5), n_rep=st.integers(1, 5))
     def test_map_matches_the_groups_for_any_sizes(self, lesson, n_kv, n_rep):
+        """the map matches the groups i // (H // G) for any sizes"""
         n_heads = n_kv * n_rep
         check_map(
             lesson.kv_head_for_query_head(n_heads, n_kv),
@@ -572,6 +579,7 @@ def repeat_mistakes(x, n_rep):
 @exercise("repeat_kv")
 class TestRepeatKv:
     def test_repeat_kv_maps_b_g_s_k_to_b_h_s_k(self, lesson):
+        """repeat_kv maps (B, G, S, K) to (B, H, S, K)"""
         x = rng(10).standard_normal((B, G, S, K))
         check_array(
             lesson.repeat_kv(x, N_REP),
@@ -583,6 +591,7 @@ class TestRepeatKv:
 
     @hand_checked
     def test_repeat_kv_small_case_by_hand(self, lesson):
+        """a small case by hand: heads 10, 20, 30 give 10, 10, 20, 20, 30, 30"""
         x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1)  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
         # each head twice, in place: 10, 10, 20, 20, 30, 30 (np.tile: 10, 20, 30, 10, 20, 30)
         expected = np.array([10.0, 10.0, 20.0, 20.0, 30.0, 30.0]).reshape(1, 6, 1, 1)
@@ -595,6 +604,7 @@ class TestRepeatKv:
         )
 
     def test_repeated_head_h_is_kv_head_h_over_n_rep(self, lesson):
+        """repeated head h is key/value head h // n_rep"""
         x = rng(11).standard_normal((B, G, S, K))
         n_rep = 3
         out = lesson.repeat_kv(x, n_rep)
@@ -615,6 +625,7 @@ class TestRepeatKv:
             )
 
     def test_n_rep_1_returns_the_same_heads(self, lesson):
+        """n_rep = 1 returns the same heads"""
         x = rng(12).standard_normal((B, G, S, K))
         check_array(
             lesson.repeat_kv(x, 1),
@@ -624,6 +635,7 @@ class TestRepeatKv:
         )
 
     def test_one_kv_head_serves_every_query_head(self, lesson):
+        """one key/value head (G = 1) serves every query head"""
         x = rng(13).standard_normal((B, 1, S, K))  # multi-query attention: G = 1
         check_array(
             lesson.repeat_kv(x, H),
@@ -634,6 +646,7 @@ class TestRepeatKv:
         )
 
     def test_repeat_kv_keeps_float32_and_inputs(self, lesson):
+        """repeat_kv keeps float32 and leaves its input unchanged"""
         x = rng(14).standard_normal((B, G, S, K)).astype(np.float32)
         out = lesson.repeat_kv(x, N_REP)
         check_not_modified(lesson, f"repeat_kv(x, {N_REP})")
@@ -648,6 +661,7 @@ class TestRepeatKv:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_repeat_kv_matches_the_loop_for_any_sizes(self, lesson, b, g, s, k, n_rep, seed):
+        """repeat_kv matches the slow loop for any sizes"""
         x = rng(seed).standard_normal((b, g, s, k))
         check_array(
             lesson.repeat_kv(x, n_rep),
@@ -662,6 +676,7 @@ class TestRepeatKv:
 @exercise("grouped_query_attention")
 class TestGroupedQueryAttention:
     def test_gqa_returns_out_b_t_d_and_weights_b_h_t_s(self, lesson):
+        """returns out (B, T, D) and weights (B, H, T, S)"""
         r = rng(20)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=2.0)
@@ -673,6 +688,7 @@ class TestGroupedQueryAttention:
 
     @hand_checked
     def test_gqa_small_case_by_hand(self, lesson):
+        """a small case checked by hand (H = 4, G = 2, K = 1)"""
         # H = 4 query heads, G = 2 key/value heads, K = 1, D = 4; one query, two keys.
         # Every query head asks q = ln 3. kv head 0 has keys [1, 0] and values [4, 0]; kv head 1
         # has keys [0, 1] and values [0, 8]. Scale 1/sqrt(K) = 1.
@@ -722,6 +738,7 @@ class TestGroupedQueryAttention:
 
     @hand_checked
     def test_mqa_small_case_by_hand(self, lesson):
+        """a multi-query case checked by hand (H = 2, G = 1, K = 1)"""
         # H = 2 query heads share G = 1 key/value head; K = 1, D = 2, w_q and w_o the identity.
         # keys [ln 3, 0], values [4, 8]; query head 0 asks 1, query head 1 asks 2:
         #   head 0: scores [ln 3, 0]   -> weights [3/4, 1/4]   -> 3 + 2 = 5
@@ -758,6 +775,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_query_head_h_uses_kv_head_h_over_group_size(self, lesson):
+        """query head h uses key/value head h // (H // G)"""
         r = rng(21)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=3.0)  # sharp softmax: a wrong pairing shows
@@ -765,6 +783,7 @@ class TestGroupedQueryAttention:
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_scores_are_scaled_by_the_head_width(self, lesson):
+        """scores are scaled by 1/sqrt(K), not 1/sqrt(G*K) or 1/sqrt(D)"""
         r = rng(22)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, bias=False, spread=2.0)
@@ -774,6 +793,7 @@ class TestGroupedQueryAttention:
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_g_equals_h_is_multi_head_attention(self, lesson):
+        """G = H is multi-head attention"""
         r = rng(23)
         n_heads = 3
         d = n_heads * K
@@ -791,6 +811,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_g_equals_1_is_multi_query_attention(self, lesson):
+        """G = 1 is multi-query attention"""
         r = rng(24)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, 1, spread=2.0)  # w_k and w_v are (D, K): one kv head
@@ -798,6 +819,7 @@ class TestGroupedQueryAttention:
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, 1), x_q, x_kv, params, H, 1, what=what)
 
     def test_a_causal_t_by_s_mask_applies_to_every_head(self, lesson):
+        """a causal (T, S) mask applies to every head"""
         r = rng(25)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=2.0)
@@ -809,6 +831,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_a_padding_mask_b_1_s_hides_keys_per_batch_element(self, lesson):
+        """a (B, 1, S) padding mask hides keys per batch element"""
         r = rng(26)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=2.0)
@@ -819,6 +842,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_a_b_t_s_mask_gives_each_batch_element_its_own_mask(self, lesson):
+        """a (B, T, S) mask gives each batch element its own mask"""
         r = rng(27)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, spread=2.0)
@@ -829,6 +853,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_gqa_without_biases(self, lesson):
+        """works with params that hold no biases"""
         r = rng(28)
         x_q, x_kv = inputs(r)
         params = make_params(r, D, H, G, bias=False, spread=2.0)
@@ -836,6 +861,7 @@ class TestGroupedQueryAttention:
         check_gqa(call_gqa(lesson, what, x_q, x_kv, params, H, G), x_q, x_kv, params, H, G, what=what)
 
     def test_gqa_keeps_float32_and_inputs(self, lesson):
+        """keeps float32 and leaves its inputs unchanged"""
         r = rng(29)
         x_q, x_kv = inputs(r, dtype=np.float32)
         params = make_params(r, D, H, G, dtype=np.float32, spread=2.0)
@@ -846,6 +872,7 @@ class TestGroupedQueryAttention:
         check_gqa(result, x_q, x_kv, params, H, G, mask, what=what)
 
     def test_h_not_divisible_by_g_raises_value_error(self, lesson):
+        """H = 6, G = 4 raises a ValueError that names 6 and 4"""
         r = rng(30)
         x_q, x_kv = inputs(r, d=12)
         params = {
@@ -862,6 +889,7 @@ class TestGroupedQueryAttention:
         )
 
     def test_d_not_divisible_by_h_raises_value_error(self, lesson):
+        """D = 10, H = 4 raises a ValueError that names 10 and 4"""
         r = rng(31)
         x_q, x_kv = inputs(r, d=10)
         params = {
@@ -889,6 +917,7 @@ class TestGroupedQueryAttention:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_gqa_matches_the_loop_for_any_sizes(self, lesson, g, n_rep, k, b, t, s, masked, bias, seed):
+        """matches the slow loop for any sizes, with or without mask and biases"""
         r = rng(seed)
         n_heads = g * n_rep
         d = n_heads * k
@@ -1069,23 +1098,28 @@ def check_saving(lesson, d, h, g, bias=True):
 @exercise("kv_parameter_saving")
 class TestKvParameterSaving:
     def test_gqa_saves_the_columns_w_k_and_w_v_lose(self, lesson):
+        """GQA saves the columns W_K and W_V lose (D=16, H=8, G=2: 408)"""
         # D=16, H=8, G=2, K=2: MHA 4 * 256 + 4 * 16 = 1088; GQA 2 * 256 + 2 * 16*4 + 16 + 4 + 4 + 16
         # = 680: saves 408 = 2 * 16 * 6 * 2 + 2 * 6 * 2
         check_saving(lesson, 16, 8, 2)
 
     def test_multi_query_attention_saves_with_and_without_biases(self, lesson):
+        """multi-query attention (D=12, H=4, G=1) saves 234, or 216 without biases"""
         # D=12, H=4, G=1, K=3: 624 - 390 = 234 with biases, 576 - 360 = 216 without
         check_saving(lesson, 12, 4, 1)
         check_saving(lesson, 12, 4, 1, bias=False)
 
     def test_g_equals_h_saves_nothing(self, lesson):
+        """G = H saves nothing"""
         check_saving(lesson, 30, 6, 6)
 
     def test_llama_2_70b_saves_117_million_parameters_per_layer(self, lesson):
+        """Llama 2 70B saves 117,440,512 parameters per layer"""
         # D=8192, H=64, G=8, K=128, no biases: 2 * 8192 * 56 * 128 = 117,440,512
         check_saving(lesson, 8192, 64, 8, bias=False)
 
     def test_h_not_divisible_by_g_raises_value_error(self, lesson):
+        """H = 6, G = 4 raises a ValueError that names 6 and 4"""
         example = "n_heads=6 is not divisible by n_kv_heads=4"
         try:
             check_raises_value_error(
@@ -1102,5 +1136,6 @@ class TestKvParameterSaving:
 
     @given(k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans())
     def test_saving_matches_the_parameter_shapes_for_any_sizes(self, lesson, k, g, rep, bias):
+        """the saving matches the parameter shapes for any sizes"""
         h = g * rep
         check_saving(lesson, h * k, h, g, bias)

@@ -498,6 +498,7 @@ def decode_sequence(lesson, x, params, n_heads, n_kv_heads, chunks, *, what):
 @exercise("kv_cache_bytes")
 class TestKvCacheBytes:
     def test_kv_cache_bytes_returns_an_int(self, lesson):
+        """kv_cache_bytes returns an int: 4 for kv_cache_bytes(1, 1, 1, 1, 1)"""
         check_bytes(
             lesson.kv_cache_bytes(1, 1, 1, 1, 1),
             4,
@@ -507,6 +508,7 @@ class TestKvCacheBytes:
 
     @hand_checked
     def test_kv_cache_bytes_small_case_by_hand(self, lesson):
+        """a small case by hand: 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120 bytes"""
         # every factor a different prime, so each missing factor gives a different number:
         # 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120
         args = (3, 5, 7, 11, 13, 4)
@@ -519,6 +521,7 @@ class TestKvCacheBytes:
         )
 
     def test_gpt3_175b_caches_4_718_592_bytes_per_token_in_fp16(self, lesson):
+        """GPT-3 175B caches 4,718,592 bytes per token in fp16"""
         # GPT-3 175B: 96 layers, 96 heads (MHA: 96 key/value heads), head_dim 128, d_model 12,288
         # 2 * 96 * 96 * 128 * 2 = 4,718,592 bytes = 4.5 MiB, about 4.7 MB per token
         assert 96 * 128 == 12_288
@@ -538,6 +541,7 @@ class TestKvCacheBytes:
         )
 
     def test_gqa_8_would_make_gpt3s_cache_12_times_smaller(self, lesson):
+        """GQA-8 would make GPT-3's cache 12 times smaller"""
         # 96 query heads sharing 8 key/value heads: 2 * 96 * 8 * 128 * 2 = 393,216 = 4,718,592 / 12
         check_bytes(
             lesson.kv_cache_bytes(1, 1, 96, 8, 128),
@@ -547,6 +551,7 @@ class TestKvCacheBytes:
         )
 
     def test_llama_2_70b_caches_327_680_bytes_per_token_and_80_gib_hold_262_144(self, lesson):
+        """Llama 2 70B caches 327,680 bytes per token; 80 GiB hold 262,144"""
         # Llama 2 70B: 80 layers, 64 query heads sharing 8 key/value heads, head_dim 128
         # 2 * 80 * 8 * 128 * 2 = 327,680 bytes = 320 KiB per token
         check_bytes(
@@ -566,6 +571,7 @@ class TestKvCacheBytes:
         )
 
     def test_bytes_per_value_defaults_to_2_and_is_used(self, lesson):
+        """bytes_per_value defaults to 2 and is used"""
         args = (3, 5, 7, 11, 13)
         values = 2 * 3 * 5 * 7 * 11 * 13  # 30,030 numbers
         for bpv, name in ((4, "fp32"), (1, "int8"), (2, "fp16")):
@@ -594,6 +600,7 @@ class TestKvCacheBytes:
     def test_kv_cache_bytes_counts_every_key_and_value_of_every_layer(
         self, lesson, batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value
     ):
+        """counts every key and value of every layer, for any sizes"""
         expected = 0
         for _tensor in ("K", "V"):  # the cache of keys, then the cache of values
             for _layer in range(n_layers):
@@ -611,6 +618,7 @@ class TestKvCacheBytes:
 @exercise("decode_step")
 class TestDecodeStep:
     def test_first_step_from_an_empty_cache_gives_out_b_1_d_and_caches_b_g_1_k(self, lesson):
+        """a first step from empty caches gives out (B, 1, D), caches (B, G, 1, K)"""
         r = rng(40)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
@@ -630,6 +638,7 @@ class TestDecodeStep:
 
     @hand_checked
     def test_new_token_attends_to_the_cache_and_to_itself_small_case_by_hand(self, lesson):
+        """the new token attends to the cache and to itself, checked by hand"""
         one = np.array([[1.0]])
         params = {"w_q": one, "w_k": one, "w_v": one, "w_o": one, "b_v": np.array([6.0])}
         x_t = np.zeros((1, 1, 1))  # q = 0 and k = 0: every score is 0, the weights are uniform
@@ -670,6 +679,7 @@ class TestDecodeStep:
         )
 
     def test_the_new_key_and_value_are_appended_after_the_cache(self, lesson):
+        """the new key and value are appended after the cache"""
         r = rng(41)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
@@ -687,6 +697,7 @@ class TestDecodeStep:
         )
 
     def test_caches_grow_along_the_position_axis_s(self, lesson):
+        """the caches grow along the position axis S"""
         r = rng(42)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
@@ -710,6 +721,7 @@ class TestDecodeStep:
         )
 
     def test_the_caches_passed_in_are_left_unchanged(self, lesson):
+        """the caches passed in are left unchanged"""
         r = rng(43)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
@@ -720,6 +732,7 @@ class TestDecodeStep:
         check_inputs_unchanged(lesson, "decode_step(x_t, empty caches, params, 4, 2)")
 
     def test_the_new_query_attends_to_every_cached_position_and_to_its_own(self, lesson):
+        """the new query attends to every cached position and to its own"""
         r = rng(44)
         params = make_params(r)
         x_t = r.standard_normal((B, 1, D))
@@ -737,6 +750,7 @@ class TestDecodeStep:
         )
 
     def test_decoding_token_by_token_equals_full_causal_attention(self, lesson):
+        """decoding token by token equals full causal attention"""
         r = rng(45)
         params = make_params(r)
         x = r.standard_normal((B, L, D))
@@ -752,6 +766,7 @@ class TestDecodeStep:
         )
 
     def test_decoding_without_biases(self, lesson):
+        """decoding token by token works with params without biases"""
         r = rng(46)
         params = make_params(r, bias=False)
         x = r.standard_normal((B, 4, D))
@@ -766,6 +781,7 @@ class TestDecodeStep:
         )
 
     def test_multi_head_and_multi_query_attention_are_the_two_ends(self, lesson):
+        """both ends decode right: multi-head (G = H) and multi-query (G = 1)"""
         r = rng(47)
         for n_kv_heads, name in ((H, "MHA, G = H = 4"), (1, "MQA, G = 1")):
             params = make_params(r, n_kv_heads=n_kv_heads)
@@ -781,6 +797,7 @@ class TestDecodeStep:
             )
 
     def test_a_chunk_of_new_tokens_sees_the_cache_and_the_earlier_new_tokens(self, lesson):
+        """a chunk of new tokens sees the cache and the earlier new tokens"""
         r = rng(48)
         params = make_params(r)
         x_new = r.standard_normal((B, 3, D))
@@ -798,6 +815,7 @@ class TestDecodeStep:
         )
 
     def test_a_prefill_then_single_tokens_equals_full_causal_attention(self, lesson):
+        """a prefill, then single tokens, equals full causal attention"""
         r = rng(49)
         params = make_params(r)
         x = r.standard_normal((B, 6, D))
@@ -812,6 +830,7 @@ class TestDecodeStep:
         )
 
     def test_decode_step_keeps_float32(self, lesson):
+        """decode_step keeps float32 while decoding token by token"""
         r = rng(50)
         params = make_params(r, dtype=np.float32)
         x = r.standard_normal((B, 3, D)).astype(np.float32)
@@ -831,6 +850,7 @@ class TestDecodeStep:
     def test_decoding_in_any_chunks_equals_full_causal_attention(
         self, lesson, b, n_kv_heads, n_rep, k, chunks, bias, seed
     ):
+        """decoding in any chunks equals full causal attention"""
         r = rng(seed)
         n_heads = n_kv_heads * n_rep
         d = n_heads * k

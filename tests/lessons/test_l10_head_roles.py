@@ -651,11 +651,13 @@ def masked_rows(r, n_lead=B, n_t=T, share=0.3):
 @exercise("head_confidence")
 class TestHeadConfidence:
     def test_head_confidence_returns_one_float64_per_head(self, lesson):
+        """head_confidence returns one float64 per head for weights (B, H, T, S)"""
         w = random_weights(rng(1), (B, H, T, S), zero_rows=0.0)
         check_confidence(lesson, w, "head_confidence(weights (B, H, T, S) = (2, 3, 5, 7))")
 
     @hand_checked
     def test_small_case_by_hand(self, lesson):
+        """small case by hand: [[[1, 0], [0.5, 0.5]]] gives [0.75]"""
         w = np.array([[[1.0, 0.0], [0.5, 0.5]]])  # H = 1, T = S = 2: (1 + 0.5) / 2
         check_array(
             lesson.head_confidence(w),
@@ -667,6 +669,7 @@ class TestHeadConfidence:
         )
 
     def test_a_fully_masked_row_is_left_out(self, lesson):
+        """a fully masked row (all zeros) is left out of the mean"""
         # head 0: rows [1, 0] and [0, 0] (masked): 1.0, not (1 + 0) / 2
         # head 1: rows [0.6, 0.4] and [0.3, 0.7]: (0.6 + 0.7) / 2
         w = np.array([[[1.0, 0.0], [0.0, 0.0]], [[0.6, 0.4], [0.3, 0.7]]])
@@ -680,11 +683,13 @@ class TestHeadConfidence:
         )
 
     def test_a_head_with_no_row_left_gets_nan(self, lesson):
+        """a head with no row left (all zeros) gets NaN"""
         w = random_weights(rng(2), (B, H, T, S), zero_rows=0.0)
         w[:, 1] = 0.0  # head 1: every row of every sequence fully masked
         check_confidence(lesson, w, "head_confidence(weights (2, 3, 5, 7)) whose head 1 is all zeros")
 
     def test_masked_rows_in_some_sequences_only(self, lesson):
+        """rows masked in some sequences only: sequence 0 padded after 2 queries"""
         r = rng(3)
         w = random_weights(r, (B, H, T, S), zero_rows=0.0)
         w[0, :, 2:] = 0.0  # sequence 0 is padded after 2 queries, in every head
@@ -692,22 +697,26 @@ class TestHeadConfidence:
         check_confidence(lesson, w, "head_confidence(weights (2, 3, 5, 7)), sequence 0 masked after 2 rows")
 
     def test_every_row_of_every_leading_index_is_pooled(self, lesson):
+        """every row of every leading index is pooled: (H, T, S), (L, B, H, T, S)"""
         r = rng(4)
         for shape, name in (((H, T, S), "(H, T, S)"), ((4, B, H, T, S), "(L, B, H, T, S) = (4, 2, 3, 5, 7)")):
             w = random_weights(r, shape)
             check_confidence(lesson, w, f"head_confidence(weights {name})")
 
     def test_the_maximum_is_over_the_keys_when_t_equals_s(self, lesson):
+        """the maximum is over the keys (axis -1) when T = S"""
         w = random_weights(rng(5), (B, 4, 6, 6), zero_rows=0.0, sharp=1.5)
         check_confidence(lesson, w, "head_confidence(weights (B, H, T, S) = (2, 4, 6, 6))")
 
     def test_synthetic_heads_get_their_confidence(self, lesson):
+        """positional, content and diffuse heads get their confidence"""
         r = rng(6)
         kinds = [("positional", -1, 1.0), ("content", 0, 0.0), ("diffuse", 0, 0.0)]
         w = make_weights(kinds, r, masked=masked_rows(r))
         check_confidence(lesson, w, "head_confidence(positional, content and diffuse heads (2, 3, 5, 7))")
 
     def test_float32_weights_give_float64_and_stay_unchanged(self, lesson):
+        """float32 weights give float64 and are left unchanged"""
         w = random_weights(rng(7), (B, H, T, S)).astype(np.float32)
         out = lesson.head_confidence(w)
         check_not_modified(lesson, "head_confidence(weights)")
@@ -723,6 +732,7 @@ class TestHeadConfidence:
         )
 
     def test_fewer_than_3_axes_raise_a_value_error(self, lesson):
+        """weights with fewer than 3 axes, (T, S), raise a ValueError"""
         check_raises_value_error(lambda w: lesson.head_confidence(w), "head_confidence")
 
     @given(
@@ -734,6 +744,7 @@ class TestHeadConfidence:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_head_confidence_equals_the_loop_for_any_shape(self, lesson, lead, n_h, n_t, n_s, zero, seed):
+        """head_confidence equals a row-by-row loop for any (..., H, T, S)"""
         w = random_weights(rng(seed), (*lead, n_h, n_t, n_s), zero_rows=zero)
         check_confidence(lesson, w, f"head_confidence(weights {w.shape})")
 
@@ -742,11 +753,13 @@ class TestHeadConfidence:
 @exercise("relative_position_share")
 class TestRelativePositionShare:
     def test_relative_position_share_returns_one_float64_per_head(self, lesson):
+        """relative_position_share returns one float64 per head (offset -1)"""
         w = random_weights(rng(10), (B, H, T, T), zero_rows=0.0)
         check_share(lesson, w, -1, "relative_position_share(weights (B, H, T, T) = (2, 3, 5, 5), -1)")
 
     @hand_checked
     def test_small_case_by_hand_with_more_keys_than_queries(self, lesson):
+        """small case by hand with more keys than queries (T = 2, S = 3)"""
         # T = 2 rows against S = 3 keys: row 0 is position 1, row 1 is position 2.
         # offset -1: row 0 targets key 0 (argmax 1: miss), row 1 targets key 1 (argmax 1: hit)
         w = np.array([[[0.2, 0.5, 0.3], [0.1, 0.6, 0.3]]])
@@ -760,23 +773,27 @@ class TestRelativePositionShare:
         )
 
     def test_previous_token_heads_with_t_not_equal_to_s(self, lesson):
+        """previous-token heads with T != S: key i + (S - T) - 1"""
         r = rng(11)
         w = make_weights([("positional", -1, 1.0), ("positional", -1, 0.6), ("content", 0, 0.0)], r)
         check_share(lesson, w, -1, "relative_position_share(weights (B, H, T, S) = (2, 3, 5, 7), -1)")
 
     def test_every_offset(self, lesson):
+        """every offset: -2, -1, 0, 1 and 3"""
         r = rng(12)
         w = make_weights([("positional", -2, 0.8), ("positional", 0, 1.0), ("positional", 1, 0.9)], r)
         for offset in (-2, -1, 0, 1, 3):
             check_share(lesson, w, offset, f"relative_position_share(weights (2, 3, 5, 7), {offset})")
 
     def test_the_last_rows_of_a_longer_sequence_keep_their_offset(self, lesson):
+        """the last 3 rows of a longer sequence keep their offset, as in a KV cache"""
         # a head that always looks one back, seen through its last 3 rows (a KV-cache decode)
         full = make_weights([("positional", -1, 1.0)] * H, rng(13), n_t=S, n_s=S)
         last = full[..., -3:, :]
         check_share(lesson, last, -1, "relative_position_share(weights[..., -3:, :] (2, 3, 3, 7), -1)")
 
     def test_fully_masked_rows_are_left_out(self, lesson):
+        """fully masked rows (all zeros) are left out"""
         r = rng(14)
         masked = masked_rows(r, share=0.4)
         masked[0, 0] = masked[1, 0] = True  # row 0 targets key 2 at offset 0: argmax 0 is a miss
@@ -792,6 +809,7 @@ class TestRelativePositionShare:
         check_share(lesson, w2, -1, "relative_position_share(weights (2, 3, 5, 5) with masked rows, -1)")
 
     def test_ties_count_for_the_first_largest_weight(self, lesson):
+        """ties count for the first largest weight, as np.argmax does"""
         # rows spread evenly over their keys: the first argmax is key 0, the last key S - 1
         w = np.zeros((1, 2, 3, 3))
         for i in range(3):
@@ -803,6 +821,7 @@ class TestRelativePositionShare:
             )
 
     def test_rows_without_a_key_at_the_offset_are_left_out(self, lesson):
+        """rows without a key at the offset (outside 0 .. S-1) are left out"""
         w = make_weights([("positional", -2, 1.0)] * H, rng(16), n_t=T, n_s=T)
         check_share(
             lesson,
@@ -812,6 +831,7 @@ class TestRelativePositionShare:
         )
 
     def test_nan_when_no_row_counts(self, lesson):
+        """NaN when no row counts: offset too far back, or a head all zeros"""
         w = random_weights(rng(17), (B, H, T, S), zero_rows=0.0)
         check_share(
             lesson,
@@ -825,6 +845,7 @@ class TestRelativePositionShare:
         )
 
     def test_any_leading_axes_and_float32(self, lesson):
+        """any leading axes, and float32 weights give float64"""
         r = rng(18)
         w = random_weights(r, (3, B, H, T, S)).astype(np.float32)
         out = lesson.relative_position_share(w, -1)
@@ -841,6 +862,7 @@ class TestRelativePositionShare:
         check_share(lesson, w3, 0, "relative_position_share(weights (H, T, S) = (3, 5, 7), 0)")
 
     def test_fewer_than_3_axes_raise_a_value_error(self, lesson):
+        """weights with fewer than 3 axes, (T, S), raise a ValueError"""
         check_raises_value_error(lambda w: lesson.relative_position_share(w, -1), "relative_position_share")
 
     @given(
@@ -853,6 +875,7 @@ class TestRelativePositionShare:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_relative_position_share_equals_the_loop(self, lesson, lead, n_h, n_t, n_s, offset, zero, seed):
+        """relative_position_share equals a row-by-row loop for any shape"""
         w = random_weights(rng(seed), (*lead, n_h, n_t, n_s), zero_rows=zero, sharp=2.0)
         w = np.round(w, 1)  # rounding makes ties among the largest weights common
         check_share(lesson, w, offset, f"relative_position_share(weights {w.shape}, {offset})")
@@ -865,10 +888,12 @@ ROLE_KINDS = [("positional", -1, 1.0), ("content", 0, 0.0), ("diffuse", 0, 0.0),
 @exercise("classify_heads")
 class TestClassifyHeads:
     def test_classify_heads_returns_one_role_string_per_head(self, lesson):
+        """classify_heads returns one role string per head"""
         w = make_weights(ROLE_KINDS, rng(20), n_t=6, n_s=6)
         check_classified(lesson, w, "classify_heads(weights (B, H, T, S) = (2, 4, 6, 6))")
 
     def test_every_role_with_t_not_equal_to_s(self, lesson):
+        """every role with T != S: diffuse, positional -2, content, positional -1"""
         r = rng(21)
         kinds = [("diffuse", 0, 0.0), ("positional", -2, 1.0), ("content", 0, 0.0), ("positional", -1, 0.9)]
         w = make_weights(kinds, r, n_lead=4)  # 4 x 5 = 20 rows: 18 hits is a share of 0.9
@@ -876,6 +901,7 @@ class TestClassifyHeads:
         check_classified(lesson, w, "classify_heads(weights (4, 4, 5, 7)): diffuse, -2, content, -1")
 
     def test_roles_are_measured_on_these_weights_not_read_from_the_card(self, lesson):
+        """roles are measured on these weights, not read from the model card"""
         # four heads like the card's, with roles no trained causal model has: a next-token head
         r = rng(22)
         kinds = [("positional", 1, 1.0), ("diffuse", 0, 0.0), ("positional", -2, 1.0), ("diffuse", 0, 0.0)]
@@ -884,6 +910,7 @@ class TestClassifyHeads:
         check_classified(lesson, w, "classify_heads(weights (2, 4, 8, 8)) of four synthetic heads")
 
     def test_a_share_of_exactly_0_9_is_positional(self, lesson):
+        """a share of exactly 0.9 is positional (>=, not >)"""
         # 9 of the 10 rows that have a previous token look one back; the tenth looks at itself
         w = np.zeros((1, 2, 11, 11))
         for i in range(11):
@@ -897,6 +924,7 @@ class TestClassifyHeads:
         )
 
     def test_a_confidence_of_exactly_0_5_is_content(self, lesson):
+        """a confidence of exactly 0.5 is content (>=, not >)"""
         w = np.zeros((1, 1, 4, 4))
         for i in range(4):
             at = (0, 3, 1, 2)[i]  # no fixed offset
@@ -907,10 +935,12 @@ class TestClassifyHeads:
         check_classified(lesson, w, "classify_heads(weights (1, 1, 4, 4)) of confidence 0.5")
 
     def test_a_confident_positional_head_is_positional(self, lesson):
+        """a confident positional head is positional, not content"""
         w = make_weights([("positional", -1, 1.0)] * 2, rng(23), n_t=6, n_s=6)
         check_classified(lesson, w, "classify_heads(weights (2, 2, 6, 6)) of confident previous-token heads")
 
     def test_the_largest_share_wins_and_ties_go_to_the_first_offset(self, lesson):
+        """the largest share wins, and ties go to the first offset"""
         # T = S = 2: offset -1 counts row 1 only, offset 1 row 0 only
         w = np.zeros((10, 2, 2, 2))
         w[:, :, 0] = [0.2, 0.8]  # row 0 looks one ahead (offset 1) in every sequence and head
@@ -922,6 +952,7 @@ class TestClassifyHeads:
         check_classified(lesson, w, "classify_heads(weights (10, 2, 2, 2)) with two offsets above 0.9")
 
     def test_masked_rows_and_a_head_with_nothing_to_measure(self, lesson):
+        """masked rows, and a head with nothing to measure (all zeros) is diffuse"""
         r = rng(24)
         masked = masked_rows(r, share=0.4)
         masked[:, 0] = True  # row 0 is where a masked row's argmax 0 would be a hit at offset -(S - T)
@@ -932,6 +963,7 @@ class TestClassifyHeads:
         check_classified(lesson, w, "classify_heads(weights (2, 4, 5, 7) with masked rows; head 3 all zeros)")
 
     def test_other_offsets_and_thresholds(self, lesson):
+        """other offsets and thresholds: (-3, -1), positional=0.8, confident=0.7"""
         r = rng(25)
         w = make_weights(
             [("positional", -3, 0.85), ("content", 0, 0.0), ("positional", -1, 1.0)], r, n_t=7, n_s=7
@@ -946,6 +978,7 @@ class TestClassifyHeads:
         )
 
     def test_classify_heads_leaves_its_input_unchanged(self, lesson):
+        """classify_heads leaves its input weights unchanged"""
         w = make_weights(ROLE_KINDS, rng(26))
         lesson.classify_heads(w)
         check_not_modified(lesson, "classify_heads(weights)")
@@ -965,6 +998,7 @@ class TestClassifyHeads:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_classify_heads_equals_the_rule_on_synthetic_heads(self, lesson, kinds, n_t, extra, seed):
+        """classify_heads follows the rule on random synthetic heads"""
         r = rng(seed)
         w = make_weights(kinds, r, n_t=n_t, n_s=n_t + extra, masked=masked_rows(r, n_t=n_t, share=0.2))
         check_classified(lesson, w, f"classify_heads(weights {w.shape}) of heads {[k for k, _, _ in kinds]}")
@@ -997,6 +1031,7 @@ def check_model_weights(lesson, model, tokens, n_heads, what):
 @exercise("tiny_model_weights")
 class TestTinyModelWeights:
     def test_tiny_model_weights_returns_layers_b_h_t_t(self, lesson):
+        """tiny_model_weights returns weights (n_layers, B, H, T, T)"""
         r = rng(30)
         model = random_model(r)
         tokens = r.integers(0, 9, size=(2, 6))
@@ -1009,6 +1044,7 @@ class TestTinyModelWeights:
         )
 
     def test_the_layers_read_the_residual_stream(self, lesson):
+        """the layers read the residual stream x + out (large weights)"""
         r = rng(31)
         model = random_model(r, scale=3.0)
         tokens = r.integers(0, 9, size=(2, 5))
@@ -1021,6 +1057,7 @@ class TestTinyModelWeights:
         )
 
     def test_other_sizes_and_the_whole_length(self, lesson):
+        """other sizes and the whole length: 2 layers, D = 6, T = max_len = 5"""
         r = rng(32)
         model = random_model(r, n_layers=2, n_heads=2, d=6, vocab=4, max_len=5)
         tokens = r.integers(0, 4, size=(3, 5))
@@ -1029,6 +1066,7 @@ class TestTinyModelWeights:
         )
 
     def test_the_model_and_the_tokens_are_left_unchanged(self, lesson):
+        """the model and the tokens are left unchanged"""
         r = rng(33)
         model = random_model(r)
         tokens = r.integers(0, 9, size=(2, 6))
@@ -1036,6 +1074,7 @@ class TestTinyModelWeights:
         check_not_modified(lesson, "tiny_model_weights(model, tokens, 4)")
 
     def test_the_shipped_tiny_model_gives_the_weights_of_its_own_forward(self, lesson):
+        """the shipped tiny model gives the weights of tiny_model.forward"""
         from course import tiny_model
 
         model = tiny_model.load()
@@ -1085,6 +1124,7 @@ def check_model_roles(lesson, model, tokens, n_heads, what, last=None):
 @exercise("model_head_roles")
 class TestModelHeadRoles:
     def test_model_head_roles_gives_a_list_of_roles_per_layer(self, lesson):
+        """model_head_roles gives a list of role strings per layer"""
         r = rng(40)
         model = built_model(r)
         tokens = r.integers(0, 5, size=(4, 7))
@@ -1099,6 +1139,7 @@ class TestModelHeadRoles:
         )
 
     def test_roles_of_a_model_shaped_like_the_shipped_one_are_measured(self, lesson):
+        """roles of a model shaped like the shipped one are measured"""
         # 2 layers of 4 heads, like the tiny model: the card's roles fit its shape, not its weights
         r = rng(41)
         model = random_model(r, n_layers=2, n_heads=4, d=16, scale=4.0)
@@ -1108,6 +1149,7 @@ class TestModelHeadRoles:
         )
 
     def test_the_last_rows_only_as_a_kv_cache_decode_sees_them(self, lesson):
+        """last=n: the last n query rows only, as a KV-cache decode sees them"""
         r = rng(42)
         model = built_model(r)
         tokens = r.integers(0, 5, size=(6, 7))

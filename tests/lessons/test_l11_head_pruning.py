@@ -552,6 +552,7 @@ def check_attention(result, x_q, x_kv, params, n_heads, head_mask, mask, *, what
 @exercise("masked_multi_head_attention")
 class TestMaskedMultiHeadAttention:
     def test_all_ones_gives_out_b_t_d_and_weights_b_h_t_s_as_in_lesson_6(self, lesson):
+        """head_mask of ones: out (B, T, D), weights (B, H, T, S) as in lesson 6"""
         r = rng(1)
         params = make_params(r)
         x_q, x_kv = r.standard_normal((B, T, D)), r.standard_normal((B, S, D))
@@ -568,6 +569,7 @@ class TestMaskedMultiHeadAttention:
         )
 
     def test_every_head_removed_leaves_only_b_o(self, lesson):
+        """every head removed (head_mask of zeros) leaves only b_o"""
         r = rng(2)
         params = make_params(r)
         x = r.standard_normal((B, T, D))
@@ -587,6 +589,7 @@ class TestMaskedMultiHeadAttention:
         check_attention((out, weights), x, x, params, H, np.zeros(H), None, what=what)
 
     def test_removing_head_h_equals_zeroing_rows_h_k_to_h_plus_1_k_of_w_o(self, lesson):
+        """removing head h equals zeroing rows h*K:(h+1)*K of W_O"""
         r = rng(3)
         params = make_params(r)
         x_q, x_kv = r.standard_normal((B, T, D)), r.standard_normal((B, S, D))
@@ -607,6 +610,7 @@ class TestMaskedMultiHeadAttention:
             )
 
     def test_any_real_head_mask_scales_each_heads_output_under_a_causal_mask(self, lesson):
+        """any real head_mask scales each head's output, under a causal mask"""
         r = rng(4)
         params = make_params(r)
         x = r.standard_normal((B, T, D))
@@ -625,6 +629,7 @@ class TestMaskedMultiHeadAttention:
         )
 
     def test_a_padding_mask_b_1_s_and_cross_attention(self, lesson):
+        """a padding mask (B, 1, S) and cross-attention (T != S)"""
         r = rng(5)
         params = make_params(r)
         x_q, x_kv = r.standard_normal((B, T, D)), r.standard_normal((B, S, D))
@@ -644,6 +649,7 @@ class TestMaskedMultiHeadAttention:
         )
 
     def test_without_biases(self, lesson):
+        """params without biases"""
         r = rng(6)
         params = make_params(r, bias=False)
         x = r.standard_normal((B, T, D))
@@ -660,6 +666,7 @@ class TestMaskedMultiHeadAttention:
         )
 
     def test_float32_stays_float32_and_the_inputs_are_left_unchanged(self, lesson):
+        """float32 stays float32 and the inputs are left unchanged"""
         r = rng(7)
         params = make_params(r, dtype=np.float32)
         x = r.standard_normal((B, T, D)).astype(np.float32)
@@ -679,6 +686,7 @@ class TestMaskedMultiHeadAttention:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_matches_the_head_by_head_oracle_for_any_sizes(self, lesson, b, t, s, n_heads, k, bias, seed):
+        """matches a head-by-head reference for any sizes and head_mask"""
         r = rng(seed)
         d = n_heads * k
         params = make_params(r, d, n_heads, k, bias)
@@ -760,6 +768,7 @@ def check_forward(lesson, model, tokens, head_masks, n_heads, *, what, pass_n_he
 @exercise("model_forward")
 class TestModelForward:
     def test_logits_b_t_v_and_one_weights_array_per_layer(self, lesson):
+        """logits (B, T, V) and one weights array (B, H, T, T) per layer"""
         r = rng(10)
         model = make_model(r)
         tokens, _ = make_batch(r)
@@ -773,6 +782,7 @@ class TestModelForward:
         )
 
     def test_head_masks_go_to_their_own_layers(self, lesson):
+        """each row of head_masks goes to its own layer"""
         r = rng(11)
         model = make_model(r)
         tokens, _ = make_batch(r)
@@ -787,6 +797,7 @@ class TestModelForward:
         )
 
     def test_no_head_masks_means_all_ones(self, lesson):
+        """head_masks of all ones gives the same as no head_masks"""
         r = rng(12)
         model = make_model(r)
         tokens, _ = make_batch(r)
@@ -794,6 +805,7 @@ class TestModelForward:
         check_forward(lesson, model, tokens, np.ones((N_LAYERS, H)), H, what=what)
 
     def test_every_head_removed_gives_embeddings_plus_biases(self, lesson):
+        """every head removed gives the embeddings plus each layer's b_o"""
         r = rng(13)
         model = make_model(r)
         tokens, _ = make_batch(r)
@@ -808,6 +820,7 @@ class TestModelForward:
         )
 
     def test_three_layers_of_two_heads_with_n_heads_passed(self, lesson):
+        """3 layers of 2 heads, with n_heads=2 passed"""
         r = rng(14)
         model = make_model(r, n_layers=3, n_heads=2)
         tokens, _ = make_batch(r)
@@ -823,6 +836,7 @@ class TestModelForward:
         )
 
     def test_the_model_and_the_tokens_are_left_unchanged(self, lesson):
+        """the model and the tokens are left unchanged"""
         r = rng(15)
         model = make_model(r)
         tokens, _ = make_batch(r)
@@ -837,6 +851,7 @@ class TestModelForward:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_matches_the_oracle_for_any_model(self, lesson, n_layers, n_heads, n, n_t, seed):
+        """matches the reference forward pass for any model and head_masks"""
         r = rng(seed)
         model = make_model(r, n_layers=n_layers, n_heads=n_heads, d=2 * n_heads * 2)
         tokens, _ = make_batch(r, n=n, n_t=n_t)
@@ -896,6 +911,7 @@ def check_losses(lesson, logits, targets, *, what, result=None):
 @exercise("sequence_losses")
 class TestSequenceLosses:
     def test_equal_logits_give_log_v_for_every_sequence(self, lesson):
+        """equal logits give log V = log 7 for every sequence"""
         logits = np.zeros((3, 4, V))
         targets = np.array([[2, -1, -1, 0], [-1, -1, -1, 6], [1, 1, 1, 1]])
         check_array(
@@ -908,6 +924,7 @@ class TestSequenceLosses:
 
     @hand_checked
     def test_a_small_case_by_hand(self, lesson):
+        """a small case by hand: losses -log(3/5) and -log(1/5)"""
         # sequence 0: position 0 predicts token 0 with logits [log 3, 0, 0]: p = 3/5, position 1
         # is not scored; sequence 1: both positions scored, p = 1/5 and 1/5
         logits = np.log(np.array([[[3.0, 1, 1], [1, 1, 1]], [[3.0, 1, 1], [3.0, 1, 1]]]))
@@ -923,6 +940,7 @@ class TestSequenceLosses:
         )
 
     def test_matches_the_oracle_with_unscored_positions(self, lesson):
+        """matches the reference with unscored positions (targets of -1)"""
         r = rng(20)
         logits = r.standard_normal((B_SEQ, T_SEQ, V)) * 3
         _, targets = make_batch(r)
@@ -934,6 +952,7 @@ class TestSequenceLosses:
         )
 
     def test_large_logits_stay_finite(self, lesson):
+        """large logits (around 1000) stay finite"""
         r = rng(21)
         logits = r.standard_normal((B_SEQ, T_SEQ, V)) * 3 + 1000.0
         _, targets = make_batch(r)
@@ -948,6 +967,7 @@ class TestSequenceLosses:
 
     @hand_checked
     def test_a_target_far_below_the_top_logit_keeps_a_finite_loss(self, lesson):
+        """a target 1000 below the top logit keeps a finite loss of 1000"""
         # Sequence 0 scores token 0 while token 1 leads by 1000: -log softmax = 1000 +
         # log(1 + 2 e^-1000) = 1000 in float64, where the probability itself, e^-1000, is 0 and
         # its log -inf. Sequence 1's target leads: -log softmax = log(1 + 2 e^-5) = 0.013386.
@@ -969,6 +989,7 @@ class TestSequenceLosses:
         )
 
     def test_the_inputs_are_left_unchanged(self, lesson):
+        """the logits and the targets are left unchanged"""
         r = rng(22)
         logits = r.standard_normal((B_SEQ, T_SEQ, V))
         _, targets = make_batch(r)
@@ -979,6 +1000,7 @@ class TestSequenceLosses:
         n=st.integers(1, 4), n_t=st.integers(1, 5), vocab=st.integers(2, 6), seed=st.integers(0, 2**32 - 1)
     )
     def test_matches_the_oracle_for_any_sizes(self, lesson, n, n_t, vocab, seed):
+        """matches the reference for any sizes (B, T, V)"""
         r = rng(seed)
         logits = r.standard_normal((n, n_t, vocab)) * 4
         _, targets = make_batch(r, n=n, n_t=n_t, vocab=vocab, share=0.5)
@@ -1080,6 +1102,7 @@ def check_ablation(lesson, model, tokens, targets, n_heads, *, what, pass_n_head
 @exercise("ablation_importance")
 class TestAblationImportance:
     def test_one_change_per_layer_and_head_against_the_oracle(self, lesson):
+        """one loss and accuracy change per layer and head, (n_layers, H)"""
         r = rng(30)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=8)
@@ -1093,6 +1116,7 @@ class TestAblationImportance:
         )
 
     def test_a_head_whose_w_o_rows_are_zero_costs_nothing(self, lesson):
+        """a head whose W_O rows are zero costs nothing"""
         r = rng(31)
         model = make_model(r, sharp=2.0)
         w_o = model["layers"][1]["w_o"].copy()
@@ -1117,6 +1141,7 @@ class TestAblationImportance:
         check_ablation(lesson, model, tokens, targets, H, what=what)
 
     def test_three_layers_of_two_heads_with_n_heads_passed(self, lesson):
+        """3 layers of 2 heads, with n_heads=2 passed"""
         r = rng(32)
         model = make_model(r, n_layers=3, n_heads=2, sharp=2.0)
         tokens, targets = make_batch(r, n=6)
@@ -1131,6 +1156,7 @@ class TestAblationImportance:
         )
 
     def test_the_inputs_are_left_unchanged(self, lesson):
+        """the model, tokens and targets are left unchanged"""
         r = rng(33)
         model = make_model(r)
         tokens, targets = make_batch(r)
@@ -1174,6 +1200,7 @@ def importance_setup(seed=IMPORTANCE_SEED):
 @exercise("head_importance")
 class TestHeadImportance:
     def test_default_eps_gives_the_true_derivative_within_the_tolerance(self, lesson):
+        """the default eps = 1e-3 gives the true derivative within 3.4e-6"""
         model, tokens, targets = importance_setup()
         true = derivatives_loop(model, tokens, targets, 1e-6)
         central = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
@@ -1200,6 +1227,7 @@ class TestHeadImportance:
         )
 
     def test_each_layers_importances_have_l2_norm_1(self, lesson):
+        """each layer's importances have l2 norm 1"""
         model, tokens, targets = importance_setup(IMPORTANCE_SEED + 1)
         what = "head_importance(model, tokens, targets)"
         result = lesson.head_importance(model, tokens, targets)
@@ -1236,6 +1264,7 @@ class TestHeadImportance:
         )
 
     def test_a_large_eps_is_used_as_given(self, lesson):
+        """a large eps (0.2) is used as given"""
         model, tokens, targets = importance_setup()
         eps = 0.2
         derivatives = derivatives_loop(model, tokens, targets, eps)
@@ -1252,6 +1281,7 @@ class TestHeadImportance:
         )
 
     def test_a_layer_that_writes_nothing_gets_zeros_not_nan(self, lesson):
+        """a layer that writes nothing (W_O = 0) gets zeros, not NaN"""
         model, tokens, targets = importance_setup()
         model = with_w_o(model, 0, np.zeros_like(model["layers"][0]["w_o"]))  # layer 0's heads write nothing
         derivatives = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
@@ -1268,6 +1298,7 @@ class TestHeadImportance:
         )
 
     def test_three_layers_of_two_heads_with_n_heads_passed(self, lesson):
+        """3 layers of 2 heads, with eps=0.05 and n_heads=2 passed"""
         r = rng(42)
         model = make_model(r, n_layers=3, n_heads=2)
         tokens, targets = make_batch(r)
@@ -1291,6 +1322,7 @@ class TestHeadImportance:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_matches_the_central_difference_oracle_for_any_model(self, lesson, n_heads, n, eps, seed):
+        """matches the central-difference reference for any model and eps"""
         r = rng(seed)
         model = make_model(r, n_heads=n_heads, d=4 * n_heads)
         tokens, targets = make_batch(r, n=n, n_t=4)
@@ -1368,6 +1400,7 @@ def check_pruning(lesson, model, tokens, targets, importance, *, what):
 @exercise("pruning_curve")
 class TestPruningCurve:
     def test_order_n_2_and_accuracies_n_plus_1_least_important_first(self, lesson):
+        """order (N, 2) and accuracies (N + 1,), least important head first"""
         r = rng(50)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=8)
@@ -1383,6 +1416,7 @@ class TestPruningCurve:
         )
 
     def test_equal_scores_go_lower_layer_then_lower_head_first(self, lesson):
+        """equal scores go lower layer first, then lower head"""
         r = rng(51)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=6)
@@ -1397,6 +1431,7 @@ class TestPruningCurve:
         )
 
     def test_many_ties_need_a_stable_sort(self, lesson):
+        """many ties (18 scores of three values) need a stable sort"""
         r = rng(52)
         model = make_model(r, n_layers=3, n_heads=6, d=12)
         tokens, targets = make_batch(r, n=4, n_t=4)
@@ -1412,6 +1447,7 @@ class TestPruningCurve:
         )
 
     def test_the_last_accuracy_is_the_model_without_any_head(self, lesson):
+        """the last accuracy is the model without any head, the first the full one"""
         r = rng(53)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=8)
@@ -1432,6 +1468,7 @@ class TestPruningCurve:
         check_pruning(lesson, model, tokens, targets, importance, what=what)
 
     def test_the_inputs_are_left_unchanged(self, lesson):
+        """the model, tokens, targets and importance are left unchanged"""
         r = rng(54)
         model = make_model(r)
         tokens, targets = make_batch(r)
@@ -1445,6 +1482,7 @@ class TestPruningCurve:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_matches_the_oracle_for_any_scores(self, lesson, n_layers, n_heads, levels, seed):
+        """matches the reference for any scores, ties included"""
         r = rng(seed)
         model = make_model(r, n_layers=n_layers, n_heads=n_heads, d=2 * n_heads, sharp=2.0)
         tokens, targets = make_batch(r, n=3, n_t=4)

@@ -529,6 +529,7 @@ def check_copies(lesson, method, params, n_heads, n_kv_heads, expected):
 @exercise("mean_pool_kv_heads")
 class TestMeanPool:
     def test_w_k_and_w_v_shrink_to_g_heads_and_w_q_w_o_keep_h(self, lesson):
+        """w_k and w_v shrink to G heads, (D, G*K); w_q and w_o keep H"""
         params = mha_params(rng(1))
         what = "mean_pool_kv_heads(params (D=5, H*K=24), n_heads=6, n_kv_heads=3)"
         result = lesson.mean_pool_kv_heads(params, H, G)
@@ -536,6 +537,7 @@ class TestMeanPool:
 
     @hand_checked
     def test_two_heads_pooled_into_one_by_hand(self, lesson):
+        """two heads pooled into one by hand: the mean of their columns"""
         # H = 2 heads of width K = 1, G = 1: the key head is the mean of the two columns
         params = {
             "w_q": np.array([[1.0, 2.0]]),
@@ -560,12 +562,14 @@ class TestMeanPool:
         )
 
     def test_an_entry_that_is_none_is_kept_as_none(self, lesson):
+        """an entry that is None (b_q, b_k) is kept as None"""
         # A checkpoint without a query bias or key bias may store None for it: kept as it is.
         params = dict(mha_params(rng(3)), b_q=None, b_k=None)
         what = "mean_pool_kv_heads(params with b_q = None and b_k = None, n_heads=6, n_kv_heads=3)"
         check_layer(lesson.mean_pool_kv_heads(params, H, G), convert_loop(params, H, G), params, H, G, what)
 
     def test_consecutive_heads_are_pooled_not_heads_g_g_plus_g(self, lesson):
+        """consecutive heads are pooled, not heads g, g + G, ... (h % G)"""
         # head h's key columns are all h: the pooled head g must hold the mean of its group
         params = mha_params(rng(2))
         params["w_k"] = np.repeat(np.arange(H, dtype=np.float64), K)[None, :].repeat(D, axis=0)
@@ -581,21 +585,25 @@ class TestMeanPool:
         )
 
     def test_groups_of_three(self, lesson):
+        """groups of three heads: H = 6, G = 2"""
         params = mha_params(rng(3))
         result = lesson.mean_pool_kv_heads(params, H, 2)
         check_layer(result, convert_loop(params, H, 2), params, H, 2, "mean_pool_kv_heads(params, 6, 2)")
 
     def test_one_group_is_multi_query_attention(self, lesson):
+        """one group (G = 1) is multi-query attention"""
         params = mha_params(rng(4))
         result = lesson.mean_pool_kv_heads(params, H, 1)
         check_layer(result, convert_loop(params, H, 1), params, H, 1, "mean_pool_kv_heads(params, 6, 1)")
 
     def test_g_equal_to_h_gives_equal_arrays(self, lesson):
+        """G = H gives arrays equal to params"""
         params = mha_params(rng(5))
         result = lesson.mean_pool_kv_heads(params, H, H)
         check_layer(result, params, params, H, H, "mean_pool_kv_heads(params, 6, 6)")
 
     def test_missing_biases_stay_missing(self, lesson):
+        """missing biases stay missing (none at all, or no b_q and b_v)"""
         params = mha_params(rng(6), bias=False)
         result = lesson.mean_pool_kv_heads(params, H, G)
         check_layer(
@@ -619,6 +627,7 @@ class TestMeanPool:
         )
 
     def test_float32_stays_float32(self, lesson):
+        """float32 params stay float32"""
         params = mha_params(rng(8), dtype=np.float32)
         result = lesson.mean_pool_kv_heads(params, H, G)
         check_layer(
@@ -626,16 +635,19 @@ class TestMeanPool:
         )
 
     def test_params_are_left_unchanged(self, lesson):
+        """params are left unchanged"""
         params = mha_params(rng(9))
         lesson.mean_pool_kv_heads(params, H, G)
         check_not_modified(lesson, "mean_pool_kv_heads(params, 6, 3)")
 
     def test_the_result_holds_copies_not_views_of_params(self, lesson):
+        """the result holds copies, not views, of params"""
         params = mha_params(rng(10))
         for n_kv_heads in (G, H):
             check_copies(lesson, "mean", params, H, n_kv_heads, convert_loop(params, H, n_kv_heads))
 
     def test_sizes_that_do_not_fit_are_refused(self, lesson):
+        """sizes that do not fit raise ValueError (G < 1, H % G != 0, w_k)"""
         refusals(lesson, "mean_pool_kv_heads")
 
     @given(
@@ -647,6 +659,7 @@ class TestMeanPool:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_any_sizes_match_the_loop(self, lesson, n_kv_heads, r, k, d, bias, seed):
+        """any sizes match a group-by-group loop"""
         params = mha_params(rng(seed), d=d, n_heads=n_kv_heads * r, k=k, bias=bias)
         n_heads = n_kv_heads * r
         result = lesson.mean_pool_kv_heads(params, n_heads, n_kv_heads)
@@ -665,6 +678,7 @@ class TestMeanPool:
 @exercise("select_kv_heads")
 class TestSelect:
     def test_one_head_of_each_group_is_kept(self, lesson):
+        """one head of each group is kept: picks=[1, 0, 1] keeps heads 1, 2, 5"""
         params = mha_params(rng(20))
         picks = np.array([1, 0, 1])
         result = lesson.select_kv_heads(params, H, G, picks)
@@ -679,6 +693,7 @@ class TestSelect:
         )
 
     def test_groups_of_three_and_no_biases(self, lesson):
+        """groups of three and no biases: picks=[2, 1] keeps heads 2, 4"""
         params = mha_params(rng(21), bias=False)
         picks = np.array([2, 1])
         result = lesson.select_kv_heads(params, H, 2, picks)
@@ -693,11 +708,13 @@ class TestSelect:
         )
 
     def test_params_are_left_unchanged(self, lesson):
+        """params are left unchanged"""
         params = mha_params(rng(22))
         lesson.select_kv_heads(params, H, G, np.array([0, 1, 0]))
         check_not_modified(lesson, "select_kv_heads(params, 6, 3, [0, 1, 0])")
 
     def test_sizes_and_picks_that_do_not_fit_are_refused(self, lesson):
+        """sizes, and picks not G integers in 0 .. r-1, raise ValueError"""
         params = mha_params(rng(23))
         refusals(
             lesson, "select_kv_heads", lambda n_kv_heads: (np.zeros(max(n_kv_heads, 0), dtype=np.int64),)
@@ -715,6 +732,7 @@ class TestSelect:
 @exercise("first_head_kv_heads")
 class TestFirstHead:
     def test_the_first_head_of_each_group_is_kept(self, lesson):
+        """the first head of each group is kept, for G = 3, 2, 1 and 6"""
         for n_kv_heads in (G, 2, 1, H):
             params = mha_params(rng(30 + n_kv_heads))
             result = lesson.first_head_kv_heads(params, H, n_kv_heads)
@@ -734,6 +752,7 @@ class TestFirstHead:
             )
 
     def test_the_result_holds_copies_not_views_of_params(self, lesson):
+        """the result holds copies, not views, of params"""
         params = mha_params(rng(35))
         for n_kv_heads in (G, H):
             check_copies(
@@ -741,6 +760,7 @@ class TestFirstHead:
             )
 
     def test_sizes_that_do_not_fit_are_refused(self, lesson):
+        """sizes that do not fit raise ValueError (G < 1, H % G != 0, w_k)"""
         refusals(lesson, "first_head_kv_heads")
 
 
@@ -778,16 +798,19 @@ class TestRandomHead:
         )
 
     def test_the_heads_np_random_default_rng_seed_picks_are_kept(self, lesson):
+        """the heads np.random.default_rng(seed).integers picks are kept"""
         params = mha_params(rng(40))
         for seed in (0, 1, 7):
             self.check(lesson, params, G, seed)
 
     def test_groups_of_three_and_of_six(self, lesson):
+        """groups of three (G = 2) and of six (G = 1)"""
         params = mha_params(rng(41))
         self.check(lesson, params, 2, 3)
         self.check(lesson, params, 1, 4)
 
     def test_the_same_seed_keeps_the_same_heads(self, lesson):
+        """the same seed keeps the same heads"""
         params = mha_params(rng(42))
         first = lesson.random_head_kv_heads(params, H, G, 5)
         second = lesson.random_head_kv_heads(params, H, G, 5)
@@ -803,11 +826,13 @@ class TestRandomHead:
             )
 
     def test_the_result_holds_copies_not_views_of_params(self, lesson):
+        """the result holds copies, not views, of params"""
         params = mha_params(rng(43))
         check_copies(lesson, "random", params, H, G, select_loop(params, H, G, rng_picks(H, G, 0)))
         check_copies(lesson, "random", params, H, H, params)
 
     def test_sizes_that_do_not_fit_are_refused(self, lesson):
+        """sizes that do not fit raise ValueError (G < 1, H % G != 0, w_k)"""
         refusals(lesson, "random_head_kv_heads", lambda n_kv_heads: (0,))
 
 
@@ -833,6 +858,7 @@ def check_model(result, expected, model, n_heads, n_kv_heads, what, extra=None):
 @exercise("convert_model")
 class TestConvertModel:
     def test_every_layer_is_mean_pooled_and_the_embeddings_copied(self, lesson):
+        """every layer is mean-pooled and the embeddings copied"""
         model = mha_model(rng(50))
         result = lesson.convert_model(model, M_H, 2, "mean")
         check_model(
@@ -845,6 +871,7 @@ class TestConvertModel:
         )
 
     def test_first_and_modulo(self, lesson):
+        """methods 'first' and 'modulo' convert every layer"""
         model = mha_model(rng(51))
         for method in ("first", "modulo"):
             result = lesson.convert_model(model, M_H, 2, method)
@@ -858,6 +885,7 @@ class TestConvertModel:
             )
 
     def test_random_uses_seed_plus_the_layer_index(self, lesson):
+        """'random' uses seed + i for layer i"""
         model = mha_model(rng(52))
         for seed in (0, 3):
             result = lesson.convert_model(model, M_H, 1, "random", seed)
@@ -876,11 +904,13 @@ class TestConvertModel:
             )
 
     def test_the_model_is_left_unchanged(self, lesson):
+        """the model is left unchanged"""
         model = mha_model(rng(53))
         lesson.convert_model(model, M_H, 2, "mean")
         check_not_modified(lesson, "convert_model(model, 4, 2, 'mean')")
 
     def test_an_unknown_method_is_refused(self, lesson):
+        """an unknown method ('median') raises ValueError"""
         model = mha_model(rng(54))
         check_raises_value_error(
             lambda: lesson.convert_model(model, M_H, 2, "median"),
@@ -917,6 +947,7 @@ def forward_mistakes(model, tokens, n_heads, n_kv_heads):
 @exercise("gqa_model_forward")
 class TestForward:
     def test_the_mha_model_with_g_equal_to_h(self, lesson):
+        """the MHA model with G = H = 4: logits (B, T, V)"""
         r = rng(60)
         model = mha_model(r)
         tokens, _ = task(r)
@@ -929,6 +960,7 @@ class TestForward:
         )
 
     def test_a_grouped_query_model(self, lesson):
+        """a grouped-query model, G = 2 and G = 1"""
         r = rng(61)
         for n_kv_heads in (2, 1):
             model = gqa_model(r, n_kv_heads)
@@ -942,6 +974,7 @@ class TestForward:
             )
 
     def test_shorter_sequences_use_the_first_positions(self, lesson):
+        """shorter sequences (T = 3) use the first positions of pos_emb"""
         r = rng(62)
         model = gqa_model(r, 2, bias=False)
         tokens, _ = task(r, b=2, t=3)
@@ -954,6 +987,7 @@ class TestForward:
         )
 
     def test_the_model_is_left_unchanged(self, lesson):
+        """the model is left unchanged"""
         r = rng(63)
         model = gqa_model(r, 2)
         tokens, _ = task(r)
@@ -999,6 +1033,7 @@ class TestConversionTable:
         return result, expected, reference, logits_of, what
 
     def test_errors_losses_and_accuracies_of_each_method_and_g(self, lesson):
+        """relative errors, losses and accuracies of each method and G"""
         methods, counts = ("mean", "first", "modulo"), (1, 2, 4)
         result, expected, reference, logits_of, what = self.table(lesson, 70, methods, counts)
         over_converted = np.array(
@@ -1016,6 +1051,7 @@ class TestConversionTable:
             check_array(result[name], expected[name], what=f"{what}[{name!r}]", dims="M N")
 
     def test_the_kv_cache_of_one_sequence_with_g_heads(self, lesson):
+        """cache_bytes: the KV cache of one sequence with G heads"""
         counts = (1, 2, 4)
         result, expected, _, _, what = self.table(lesson, 71, ("mean",), counts)
         per_g = expected["cache_bytes"]
@@ -1031,6 +1067,7 @@ class TestConversionTable:
         )
 
     def test_g_equal_to_h_changes_nothing(self, lesson):
+        """G = H changes nothing: relative error 0 for every method"""
         result, expected, _, _, what = self.table(lesson, 72, ("mean", "first", "random"), (4,))
         check_array(
             result["relative_error"],
@@ -1042,11 +1079,13 @@ class TestConversionTable:
         check_array(result["accuracy"], expected["accuracy"], what=f"{what}['accuracy']", dims="M N")
 
     def test_random_rows_use_the_seed(self, lesson):
+        """'random' rows use the seed"""
         result, expected, _, _, what = self.table(lesson, 73, ("random",), (1, 2))
         for name in ("relative_error", "loss"):
             check_array(result[name], expected[name], what=f"{what}[{name!r}]", dims="M N")
 
     def test_the_inputs_are_left_unchanged(self, lesson):
+        """the model, tokens and targets are left unchanged"""
         r = rng(74)
         model = mha_model(r)
         tokens, targets = task(r)

@@ -303,11 +303,13 @@ def qkv(r, lead=(B, H), t=T, s=S, k=K, kv=KV, dtype=np.float64):
 @exercise("online_softmax")
 class TestOnlineSoftmax:
     def test_online_softmax_keeps_the_shape_b_t_s_and_the_dtype(self, lesson):
+        """online_softmax keeps the shape (B, T, S) and the dtype"""
         x = growing_rows(rng(1), (B, T, S))
         check_softmax(lesson.online_softmax(x, 4), x, 4, what="online_softmax(x (B, T, S) = (2, 5, 11), 4)")
 
     @hand_checked
     def test_small_case_by_hand_in_blocks_of_two(self, lesson):
+        """small case by hand: [0, 1, 2, 3, 4, 5] in blocks of two"""
         # x = [0, 1, 2, 3, 4, 5] in blocks [0, 1], [2, 3], [4, 5]: the maximum grows in every block.
         # softmax = exp(x - 5) / sum_j exp(x_j - 5) = [0.0043, 0.0116, 0.0315, 0.0858, 0.2331, 0.6337]
         x = np.arange(6.0).reshape(1, 6)
@@ -326,6 +328,7 @@ class TestOnlineSoftmax:
         )
 
     def test_every_block_size_gives_lesson_2s_softmax(self, lesson):
+        """every block size (1, 3, 4, 11, 64) gives lesson 2's softmax"""
         x = growing_rows(rng(2), (B, T, S))
         for block_size in BLOCKS:
             check_softmax(
@@ -336,17 +339,20 @@ class TestOnlineSoftmax:
             )
 
     def test_the_default_block_size_is_64_and_the_last_short_block_counts(self, lesson):
+        """the default block_size is 64, and the last short block counts"""
         x = growing_rows(rng(3), (3, 150), spread=10.0)  # 150 = 64 + 64 + 22
         check_softmax(
             lesson.online_softmax(x), x, 64, what="online_softmax(x (3, 150)) with the default block_size"
         )
 
     def test_large_scores_do_not_overflow(self, lesson):
+        """large scores (near +-1000) do not overflow"""
         x = np.array([[1000.0, 1001.0, 999.0, 1002.0, 998.0], [-1000.0, -1001.0, -999.0, -1002.0, -998.0]])
         check_softmax(lesson.online_softmax(x, 2), x, 2, what="online_softmax(x with values near +-1000, 2)")
 
     @hand_checked
     def test_a_maximum_in_an_earlier_block_keeps_every_later_term_in_range(self, lesson):
+        """a maximum in an earlier block keeps every later term in range"""
         # Row 0's maximum, 1000, is in the first block of two: every later term is measured
         # against it, exp(0 - 1000) = 0, so the weights are [1, 0, 0, 0]. A running maximum
         # replaced by each block's own (0 in the second block) rescales the sum by exp(1000):
@@ -357,16 +363,19 @@ class TestOnlineSoftmax:
         )
 
     def test_a_row_of_all_minus_inf_gives_zeros_and_no_nan(self, lesson):
+        """a row of all -inf gives zeros, and no NaN"""
         x = growing_rows(rng(4), (4, S))
         x[1] = -np.inf  # every key masked
         x[2, :5] = -np.inf  # the first blocks masked, later keys not
         check_softmax(lesson.online_softmax(x, 3), x, 3, what="online_softmax(x (4, 11) with masked rows, 3)")
 
     def test_online_softmax_keeps_float32(self, lesson):
+        """online_softmax keeps float32"""
         x = growing_rows(rng(5), (T, S)).astype(np.float32)
         check_softmax(lesson.online_softmax(x, 4), x, 4, what="online_softmax(x float32 (5, 11), 4)")
 
     def test_the_input_is_left_unchanged(self, lesson):
+        """the input x is left unchanged"""
         x = growing_rows(rng(6), (T, S))
         lesson.online_softmax(x, 4)
         if lesson.mutated:
@@ -376,6 +385,7 @@ class TestOnlineSoftmax:
             )
 
     def test_a_block_size_that_is_not_a_positive_int_raises_value_error(self, lesson):
+        """a block_size not a positive int (0, -4, 2.5) raises ValueError"""
         x = growing_rows(rng(7), (T, S))
         for value in (0, -4, 2.5):
             check_refuses(
@@ -391,6 +401,7 @@ class TestOnlineSoftmax:
         seed=st.integers(0, 2**32 - 1),
     )
     def test_online_softmax_equals_softmax_for_any_blocks(self, lesson, shape, block_size, spread, seed):
+        """online_softmax equals softmax for any shape and block_size"""
         x = growing_rows(rng(seed), shape, spread)
         check_softmax(
             lesson.online_softmax(x, block_size),
@@ -404,6 +415,7 @@ class TestOnlineSoftmax:
 @exercise("online_softmax_attention")
 class TestOnlineSoftmaxAttention:
     def test_out_has_shape_b_h_t_kv(self, lesson):
+        """out has shape (B, H, T, Kv)"""
         q, k, v = qkv(rng(10))
         check_attention(
             lesson.online_softmax_attention(q, k, v, block_size=4),
@@ -417,6 +429,7 @@ class TestOnlineSoftmaxAttention:
 
     @hand_checked
     def test_small_case_by_hand_one_query_three_blocks(self, lesson):
+        """small case by hand: one query, three blocks of two keys"""
         # K = 1, q = [[1]], keys 0..5 and scale 1: the scores are 0..5, visited in blocks of 2,
         # the maximum growing in every block. The values are 10 * position, so the output is
         # 10 * sum_j j softmax_j = 10 * 4.4329 = 44.329 (lesson 3's answer). Forgetting to
@@ -442,6 +455,7 @@ class TestOnlineSoftmaxAttention:
 
     @hand_checked
     def test_a_maximum_in_an_earlier_block_keeps_every_later_term_in_range(self, lesson):
+        """a maximum in an earlier block keeps every later term in range"""
         # One query, K = 1, scale 1: the scores are [1000, 0, 0, 0, 1], visited in blocks of 2.
         # The first key takes all the weight, so the output is its value, 7. Measured against
         # each block's own maximum instead, the later blocks rescale by exp(1000): NaN.
@@ -463,6 +477,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_every_block_size_gives_lesson_3s_output(self, lesson):
+        """every block size (1, 3, 4, 11, 64) gives lesson 3's output"""
         q, k, v = qkv(rng(11))
         expected = attention_loop(q, k, v)
         for block_size in BLOCKS:
@@ -478,6 +493,7 @@ class TestOnlineSoftmaxAttention:
             )
 
     def test_the_default_block_size_is_64_and_the_last_short_block_counts(self, lesson):
+        """the default block_size is 64, and the last short block counts"""
         q, k, v = qkv(rng(12), lead=(), t=3, s=150)  # 150 keys = 64 + 64 + 22
         check_attention(
             lesson.online_softmax_attention(q, k, v),
@@ -489,6 +505,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_an_explicit_scale_is_used_as_given(self, lesson):
+        """an explicit scale (0.7, 0.0) is used as given"""
         q, k, v = qkv(rng(13))
         for scale in (0.7, 0.0):
             check_attention(
@@ -503,6 +520,7 @@ class TestOnlineSoftmaxAttention:
             )
 
     def test_masks_broadcast_as_in_lesson_3(self, lesson):
+        """masks (T, S), (B, 1, 1, S), (B, 1, T, S), (S,) broadcast as in lesson 3"""
         r = rng(14)
         q, k, v = qkv(r)
         masks = {
@@ -524,6 +542,7 @@ class TestOnlineSoftmaxAttention:
             )
 
     def test_a_fully_masked_row_gives_zeros_and_a_late_first_key_gives_no_nan(self, lesson):
+        """a fully masked row gives zeros, and a late first key gives no NaN"""
         r = rng(15)
         q, k, v = qkv(r, lead=(B,))
         mask = r.random((B, T, S)) < 0.7
@@ -544,6 +563,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_a_causal_mask_whose_first_blocks_are_empty_for_early_queries(self, lesson):
+        """query i sees keys i..S-1: the first blocks of later queries are empty"""
         q, k, v = qkv(rng(16), lead=(), t=S, s=S)
         mask = np.arange(S)[None, :] >= np.arange(S)[:, None]  # query i sees keys i .. S-1 only,
         # so the first blocks of the later queries are fully masked
@@ -561,6 +581,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_leading_axes_broadcast_as_in_lesson_3(self, lesson):
+        """leading axes broadcast as in lesson 3: k (1, H, S, K), v (S, Kv)"""
         r = rng(17)
         q = r.standard_normal((B, H, T, K)) * 2
         k = r.standard_normal((1, H, S, K)) * 2  # shared over the batch
@@ -575,6 +596,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_online_softmax_attention_keeps_float32(self, lesson):
+        """online_softmax_attention keeps float32"""
         q, k, v = qkv(rng(18), dtype=np.float32)
         mask = np.arange(S) < 8
         check_attention(
@@ -589,6 +611,7 @@ class TestOnlineSoftmaxAttention:
         )
 
     def test_the_inputs_are_left_unchanged(self, lesson):
+        """q, k, v and the mask are left unchanged"""
         q, k, v = qkv(rng(19))
         lesson.online_softmax_attention(q, k, v, np.ones((T, S), dtype=bool), 0.5, 4)
         if lesson.mutated:
@@ -598,6 +621,7 @@ class TestOnlineSoftmaxAttention:
             )
 
     def test_a_block_size_that_is_not_a_positive_int_raises_value_error(self, lesson):
+        """a block_size not a positive int (0, -4, 2.5, 4.0) raises ValueError"""
         q, k, v = qkv(rng(20))
         for value in (0, -4, 2.5, 4.0):
             check_refuses(
@@ -617,6 +641,7 @@ class TestOnlineSoftmaxAttention:
     def test_online_attention_equals_lesson_3_for_any_blocks(
         self, lesson, lead, t, s, block_size, masked, seed
     ):
+        """equals lesson 3's attention for any shapes, masks and block sizes"""
         r = rng(seed)
         q, k, v = qkv(r, lead=lead, t=t, s=s, k=3, kv=2)
         mask = r.random((t, s)) < 0.6 if masked else None
@@ -703,7 +728,10 @@ def fail_on_memory(message, lesson):
     message += (
         f"\nWith T = {MEM_T // 2} queries instead of {MEM_T} the call held {half / MIB:.1f} MiB "
         f"beyond its inputs instead of {extra / MIB:.1f} MiB: about {per_pair:.2g} bytes per "
-        "(query, key) pair at T = 512 (a float64 score takes 8, a boolean 1)."
+        f"(query, key) pair at T = {MEM_T}. What takes that much: a (T, S) array of float64 "
+        "scores or weights (8 bytes a pair, shrinking with T), a (T, S) boolean mask made in full "
+        "(np.ones((T, S)) or a broadcast written out: 1 byte a pair), or whole rows of S scores for "
+        "a block of queries (as much whatever T is)."
     )
     if half > 0.8 * extra:  # not shrinking with T: a fixed block of queries, every key
         raise KnownMistake(message, WHOLE_ROWS)
@@ -715,6 +743,7 @@ def fail_on_memory(message, lesson):
 @exercise("online_softmax_attention")
 class TestMemory:
     def test_never_a_t_by_s_array_of_scores(self, lesson):
+        """never a (T, S) array of scores: peak memory at T = 512, S = 32,768"""
         peak, inputs = measure(lesson, MEM_LARGE, 30)
         try:
             check_peak_below(
@@ -728,6 +757,7 @@ class TestMemory:
             )
 
     def test_at_fixed_t_the_memory_does_not_grow_with_s(self, lesson):
+        """at fixed T the memory does not grow with S (8,192 vs 32,768 keys)"""
         small, small_inputs = measure(lesson, MEM_SMALL, 31)
         large, large_inputs = measure(lesson, MEM_LARGE, 30)
         growth = large - small

@@ -31,6 +31,7 @@ from course.engine.wire import messages
 class Record:
     exercise: str
     name: str
+    title: str = ""  # the check's title for people: its test's docstring, first line
     status: str = ERROR
     message: str = "Not run."
     dependency: str = ""  # an earlier lesson module whose stub this check ran into
@@ -150,7 +151,9 @@ class GradingPlugin:
             exercise = marker.args[0] if marker and marker.args else "?"
             kind = HAND_CHECKED if item.get_closest_marker("hand_checked") else EXAMPLE
             kind = PROPERTY if generated else kind
-            self._prepared[item.nodeid] = Record(exercise=exercise, name=item.name, kind=kind)
+            doc = (getattr(function, "__doc__", None) or "").strip().splitlines()
+            title = doc[0].strip() if doc else ""
+            self._prepared[item.nodeid] = Record(exercise=exercise, name=item.name, title=title, kind=kind)
         if self.learner is not None:
             items[:] = self.begin(self.learner, items)
 
@@ -161,7 +164,9 @@ class GradingPlugin:
         self.records = {}
         for item in items:
             prepared = self._prepared[item.nodeid]
-            self.records[item.nodeid] = Record(prepared.exercise, prepared.name, kind=prepared.kind)
+            self.records[item.nodeid] = Record(
+                prepared.exercise, prepared.name, title=prepared.title, kind=prepared.kind
+            )
         self.import_problem, self.import_report, self.blocked, self.ruled_out = None, {}, {}, {}
         try:
             self.import_report = learner.import_report()

@@ -110,6 +110,7 @@ def assemble(lesson: Lesson, plugin: GradingPlugin, printed: str) -> LessonResul
             misconception=record.misconception,
             mistake_id=record.mistake_id,
             kind=record.kind,
+            title=record.title,
             raised_in=record.raised_in,
             call_line=record.call_line,
         )

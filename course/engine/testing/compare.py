@@ -152,9 +152,7 @@ def check_array(
         )
     want_dtype = np.dtype(dtype) if dtype is not None else expected.dtype
     if actual.dtype != want_dtype:
-        raise named(
-            f"{what} returned dtype {actual.dtype}; expected {want_dtype} (keep the dtype of the inputs)."
-        )
+        raise named(f"{what} returned dtype {actual.dtype}; expected {want_dtype}.")
     if actual.dtype == np.bool_ or expected.dtype == np.bool_:
         wrong = actual != expected
         if not wrong.any():
