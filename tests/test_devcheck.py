@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -78,15 +79,65 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_an_untouched_copy_passes_and_the_command_exits_0(repo):
     """The whole repository is checked by CI's last step (`course dev check`) and its solutions
     and skeletons by tests/test_grading_lessons.py; here the command runs on the cut copy."""
-    assert devcheck.check(repo) == []
-    done = run_cli("--root", str(repo))
+    assert devcheck.check(repo, hints=False) == []
+    done = run_cli("--root", str(repo), "--no-hints")  # every code hint: tried just below
     assert done.exit_code == 0, done.output
     assert "agree" in done.output and "solutions pass" in done.output
 
 
+def lesson_of(repo: Path, module: str):
+    from course.content.catalog import catalog_from_data
+
+    with open(repo / "course" / "content" / "catalog.toml", "rb") as handle:
+        return catalog_from_data(tomllib.load(handle)).by_module(module)
+
+
+def test_every_code_hint_passes_in_place_of_its_solution_and_a_wrong_one_is_reported(repo):
+    from course.devcheck.grading import hint_problems
+
+    tests = repo / "tests" / "lessons" / "test_l05_heads.py"
+    lesson = lesson_of(repo, "l05_heads")
+    assert {hint.replaces for exercise in lesson.exercises for hint in exercise.code_hints} == {
+        "split_heads",
+        "merge_heads",
+    }
+    assert hint_problems(lesson, repo, tests) == []
+    merge = lesson.exercises[1]
+    wrong = merge.code_hints[0]._replace(code="B, H, T, K = x.shape\nreturn x.reshape(B, T, H * K)\n")
+    broken = lesson._replace(exercises=(lesson.exercises[0], merge._replace(code_hints=(wrong,))))
+    found = hint_problems(broken, repo, tests)
+    assert [problem.id for problem in found] == ["hint-fails"]
+    assert "l05_heads.merge_heads's hint 3, in place of merge_heads's solution, fails" in found[0].message
+
+
+def test_a_last_hint_that_writes_code_without_giving_it_as_data_is_reported(repo):
+    from course.devcheck.grading import hint_problems
+
+    lesson = lesson_of(repo, "l05_heads")
+    merge = lesson.exercises[1]
+    prose = merge._replace(
+        code_hints=(), hints=(*merge.hints[:-1], "return np.swapaxes(x, 1, 2).reshape(B, T, H * K)")
+    )
+    found = hint_problems(lesson._replace(exercises=(prose,)), repo, Path("unused"))
+    assert [problem.id for problem in found] == ["code-hint-without-data"]
+
+
+def test_a_grading_test_without_a_title_is_reported(repo):
+    path = repo / "tests" / "lessons" / "test_l05_heads.py"
+    tree = ast.parse(path.read_text())
+    test = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_"))
+    lines = path.read_text().splitlines(keepends=True)
+    del lines[test.body[0].lineno - 1]  # its docstring, a line of its own
+    path.write_text("".join(lines))
+    found = [p for p in devcheck.check(repo, grade=False) if p.id == "untitled-check"]
+    assert [(p.file, p.message.split(" ")[0]) for p in found] == [
+        ("tests/lessons/test_l05_heads.py", test.name)
+    ]
+
+
 def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
     (repo / "solutions" / "l03_attention.py").unlink()
-    problems = devcheck.check(repo)
+    problems = devcheck.check(repo, hints=False)
     # lesson 6 imports lesson 3, so its solution cannot be graded either
     assert ids(problems) == {
         ("missing-file", "solutions/l03_attention.py"),
@@ -96,7 +147,7 @@ def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
     assert all(
         "imports your l03_attention.py, which is not in your workspace" in p.message for p in problems[1:]
     )
-    done = run_cli("--root", str(repo))
+    done = run_cli("--root", str(repo), "--no-hints")
     assert done.exit_code == 1
     lines = done.output.splitlines()
     assert lines[0].startswith("missing-file  solutions/l03_attention.py: Lesson 03")
@@ -107,7 +158,7 @@ def test_a_removed_solution_is_reported_and_the_command_exits_1(repo):
 
 def test_a_removed_grading_test_is_reported_with_the_stale_manifest(repo):
     (repo / "tests" / "lessons" / "test_l04_masks.py").unlink()
-    problems = devcheck.check(repo)
+    problems = devcheck.check(repo, hints=False)
     assert ids(problems) == {
         ("missing-file", "tests/lessons/test_l04_masks.py"),
         ("manifest-stale", "course/content/grading_manifest.json"),
@@ -120,7 +171,8 @@ def test_a_removed_grading_test_is_reported_with_the_stale_manifest(repo):
 def test_an_empty_hint_is_reported(repo):
     edit(
         repo / "course" / "content" / "catalog.toml",
-        "\"np.einsum('btd,hdk->bhtk', x, w_heads) names every axis and does it in one line.\"",
+        '"Each head h computes x @ w_heads[h], a (B, T, K) array. '
+        'Stack the H results on a new axis 1, in head order."',
         '"  "',
     )
     problems = devcheck.check(repo, grade=False)
@@ -143,7 +195,7 @@ def test_a_missing_summary_is_reported(repo):
 
 def test_a_skeleton_solved_by_accident_is_reported(repo):
     shutil.copy(repo / "solutions" / "l02_softmax.py", repo / "lessons" / "l02_softmax.py")
-    problems = devcheck.check(repo)
+    problems = devcheck.check(repo, hints=False)
     assert ids(problems) == {
         ("skeleton-not-stub", "lessons/l02_softmax.py"),
         ("skeleton-stale", "lessons/l02_softmax.py"),
@@ -323,8 +375,9 @@ def test_stray_files_are_reported(repo):
 
 def test_a_grading_test_without_an_exercise_marker_is_reported(repo):
     tests = repo / "tests" / "lessons" / "test_l02_softmax.py"
-    tests.write_text(tests.read_text() + "\n\ndef test_floating_check(lesson):\n    pass\n")
-    problems = devcheck.check(repo)
+    floating = 'def test_floating_check(lesson):\n    """a check of no exercise"""\n'
+    tests.write_text(tests.read_text() + "\n\n" + floating)
+    problems = devcheck.check(repo, hints=False)
     assert ids(problems) == {
         ("untied-test", "tests/lessons/test_l02_softmax.py"),
         ("manifest-stale", "course/content/grading_manifest.json"),

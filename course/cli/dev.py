@@ -46,16 +46,20 @@ def check(
     no_grading: Annotated[
         bool, typer.Option("--no-grading", help="Skip grading the skeletons and solutions (the slow part).")
     ] = False,
+    no_hints: Annotated[
+        bool, typer.Option("--no-hints", help="Skip grading each code hint in place of its solution.")
+    ] = False,
 ) -> None:
     """Check that the catalog, lessons/, solutions/ and tests/ agree; exit 1 on any problem."""
     from course.devcheck.check import check as problems_in
 
     folder = _clone(root, "check")
     started = time.monotonic()
-    problems = problems_in(folder, grade=not no_grading)
+    problems = problems_in(folder, grade=not no_grading, hints=not (no_grading or no_hints))
     seconds = time.monotonic() - started
     if not problems:
         graded = "" if no_grading else "; skeletons grade not-started and solutions pass"
+        graded += "" if no_grading or no_hints else ", and so does every code hint"
         typer.echo(f"course dev check: the catalog and the course's files agree{graded} ({seconds:.1f} s).")
         return
     for problem in problems:

@@ -53,15 +53,40 @@ class Record:
         return type(self)(*(changes.get(name, getattr(self, name)) for name in self.__slots__))
 
 
+class CodeHint(Record):
+    """The code a hint gives, as data: it replaces the solution region(s) of the function
+    ``replaces`` in the reference solution, and `course dev check` grades the result."""
+
+    __slots__ = ("tier", "replaces", "code")
+    tier: int  # the hint (1-based) whose text it follows
+    replaces: str  # the function whose solution region the code stands for
+    code: str
+
+    def __init__(self, tier: int, replaces: str, code: str) -> None:
+        super().__init__(tier, replaces, code)
+
+
 class Exercise(Record):
-    __slots__ = ("name", "summary", "hints", "calls")
+    __slots__ = ("name", "summary", "hints", "calls", "code_hints")
     name: str
     summary: str
     hints: tuple[str, ...]
     calls: tuple[str, ...]  # exercises it uses: "name" of its lesson, "<module>.<name>" of an earlier one
+    code_hints: tuple[CodeHint, ...]
 
-    def __init__(self, name: str, summary: str, hints: tuple[str, ...], calls: tuple[str, ...] = ()) -> None:
-        super().__init__(name, summary, hints, calls)
+    def __init__(
+        self,
+        name: str,
+        summary: str,
+        hints: tuple[str, ...],
+        calls: tuple[str, ...] = (),
+        code_hints: tuple[CodeHint, ...] = (),
+    ) -> None:
+        super().__init__(name, summary, hints, calls, code_hints)
+
+    def code_for(self, tier: int) -> CodeHint | None:
+        """The code hint ``tier`` gives (1-based), if it gives one."""
+        return next((code for code in self.code_hints if code.tier == tier), None)
 
 
 class Lesson(Record):
@@ -235,6 +260,7 @@ def catalog_from_data(data: dict) -> Catalog:
                 summary=e.get("summary", ""),
                 hints=tuple(e.get("hints", ())),
                 calls=tuple(e.get("calls", ())),
+                code_hints=_code_hints(e, f"exercise {e.get('name')!r} of {where}"),
             )
             for index, e in enumerate(entry.get("exercises", ()), 1)
         )
@@ -249,6 +275,26 @@ def catalog_from_data(data: dict) -> Catalog:
         )
     _check_calls(lessons)
     return Catalog(title=title, version=version, lessons=tuple(lessons))
+
+
+def _code_hints(entry: dict, where: str) -> tuple[CodeHint, ...]:
+    """The exercise's ``[[lessons.exercises.code_hints]]``: a tier among its hints, the function
+    whose solution the code replaces, and the code."""
+    found = []
+    for index, item in enumerate(entry.get("code_hints", ()), 1):
+        tier = item.get("tier") if isinstance(item, dict) else None
+        if (
+            not isinstance(tier, int)
+            or isinstance(tier, bool)
+            or not 1 <= tier <= len(entry.get("hints", ()))
+        ):
+            raise CatalogError(f"The catalog's code hint {index} of {where} has no tier among its hints.")
+        found.append(
+            CodeHint(
+                tier, _text(item, "replaces", f"code hint {index} of {where}"), _text(item, "code", where)
+            )
+        )
+    return tuple(found)
 
 
 def _check_calls(lessons: list[Lesson]) -> None:

@@ -11,6 +11,7 @@ grader imports them, in its worker.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import tomllib
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from course.content.catalog import Catalog, Lesson
 from course.devcheck.glossary import glossary_problems
-from course.devcheck.grading import skeleton_grade_problems, solution_grade_problems
+from course.devcheck.grading import hint_problems, skeleton_grade_problems, solution_grade_problems
 from course.devcheck.repository import REPO, Problem, lesson_files, optional_files, read_catalog
 from course.devcheck.sources import parse_source, source_problems, todo_problems
 from course.engine import integrity
@@ -30,11 +31,13 @@ TREES = ("lessons", "solutions", "tests/lessons", "tests/mistakes")
 ALLOWED = {"tests/lessons": {"fixtures"}}  # besides __pycache__, which is ignored everywhere
 
 
-def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
+def check(root: Path = REPO, grade: bool = True, hints: bool | None = None) -> list[Problem]:
     """Every problem found in the course at ``root``; empty when all is consistent.
 
-    ``grade=False`` skips grading skeletons and solutions (the only slow part).
+    ``grade=False`` skips grading skeletons and solutions (the only slow part); ``hints``
+    (default: as ``grade``) grades each code hint in place of its function's solution.
     """
+    hints = grade if hints is None else hints
     root = Path(root).resolve()
     try:
         catalog = read_catalog(root)
@@ -48,7 +51,7 @@ def check(root: Path = REPO, grade: bool = True) -> list[Problem]:
         ]
     problems = catalog_problems(catalog) + stray_files(root, catalog)
     for lesson in catalog.lessons:
-        problems += lesson_problems(root, lesson, grade)
+        problems += lesson_problems(root, lesson, grade, hints)
     return problems + manifest_problems(root) + glossary_problems(root, catalog)
 
 
@@ -115,7 +118,7 @@ def stray_files(root: Path, catalog: Catalog) -> list[Problem]:
     return problems
 
 
-def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Problem]:
+def lesson_problems(root: Path, lesson: Lesson, grade: bool = True, hints: bool = False) -> list[Problem]:
     """One lesson: its files exist, its skeleton is generated from its solution, its skeleton
     and solution grade right.
 
@@ -142,6 +145,8 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
     if solution is not None:
         problems += todo_problems(lesson, solution, files["solution"])
         problems += source_problems(root, lesson)
+    if present["grading tests"]:
+        problems += untitled_checks(root, files["grading tests"])
     if grade and present["grading tests"]:
         test_file = root / files["grading tests"]
         if present["skeleton"]:
@@ -150,7 +155,29 @@ def lesson_problems(root: Path, lesson: Lesson, grade: bool = True) -> list[Prob
             problems += solution_grade_problems(
                 lesson, root / "solutions", test_file, files["solution"], files["grading tests"]
             )
+        if solution is not None and hints:
+            problems += hint_problems(lesson, root, test_file)
     return problems
+
+
+def untitled_checks(root: Path, path: str) -> list[Problem]:
+    """Every grading test has a docstring: its first line is the title a learner reads above a
+    failed check (a title made from the function's name reads badly)."""
+    try:
+        tree = ast.parse((root / path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []  # the grading run reports a file that cannot be read
+    return [
+        Problem(
+            "untitled-check",
+            path,
+            f"{node.name} has no docstring: its first line is the title a learner reads when it fails.",
+        )
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name.startswith("test")
+        and not (ast.get_docstring(node) or "").strip()
+    ]
 
 
 def manifest_problems(root: Path) -> list[Problem]:

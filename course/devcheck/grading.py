@@ -8,6 +8,7 @@ from pathlib import Path
 
 from course.content.catalog import Lesson
 from course.devcheck.repository import Problem
+from course.devcheck.sources import CODE_CALL
 from course.engine.results import NOT_STARTED, LessonResult
 
 
@@ -90,3 +91,84 @@ def _first_line(text: str) -> str:
     """The first line of a message, and its last when it has more (the error of a traceback)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or [""]
     return (lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}")[:300]
+
+
+def hint_problems(lesson: Lesson, root: Path, test_file: Path) -> list[Problem]:
+    """Every hint that gives code carries it as data (``code_hints``), and that code, put in
+    place of its function's solution region in the reference solution, passes the lesson: a
+    learner who copies the last hint must not fail. A last hint whose text writes code without
+    data is reported, as the dev check cannot try it."""
+    import shutil
+    import tempfile
+
+    from course.content.lesson_source import LessonSourceError
+
+    where = "course/content/catalog.toml"
+    solution = root / "solutions" / f"{lesson.module}.py"
+    problems: list[Problem] = []
+    for exercise in lesson.exercises:
+        last = len(exercise.hints)
+        if exercise.hints and exercise.code_for(last) is None and CODE_CALL.search(exercise.hints[-1]):
+            problems.append(
+                Problem(
+                    "code-hint-without-data",
+                    where,
+                    f"{lesson.module}.{exercise.name}'s last hint writes code in its text: give it as "
+                    "a code hint (tier, replaces, code) so that `course dev check` can try it.",
+                )
+            )
+        for hint in exercise.code_hints:
+            label = f"{lesson.module}.{exercise.name}'s hint {hint.tier}"
+            try:
+                source = with_code(solution.read_text(encoding="utf-8"), hint.replaces, hint.code)
+            except (OSError, LessonSourceError) as error:
+                problems.append(Problem("hint-unusable", where, f"{label} cannot be applied: {error}"))
+                continue
+            with tempfile.TemporaryDirectory() as scratch:
+                folder = Path(scratch)
+                for path in (root / "solutions").glob("l*.py"):
+                    shutil.copyfile(path, folder / path.name)
+                (folder / solution.name).write_text(source, encoding="utf-8")
+                result = _grade(lesson, folder, test_file)
+            if not result.passed:
+                failed = [
+                    f"{e.name}/{c.name}" for e in result.exercises for c in e.checks if c.status != "passed"
+                ]
+                why = _first_line(result.message) if result.message else ", ".join(failed[:3])
+                problems.append(
+                    Problem(
+                        "hint-fails", where, f"{label}, in place of {hint.replaces}'s solution, fails: {why}."
+                    )
+                )
+    return problems
+
+
+def with_code(source: str, function: str, code: str) -> str:
+    """``source`` with the solution region of ``function`` replaced by ``code`` (indented as the
+    region). The function must hold exactly one region."""
+    import ast
+    import textwrap
+
+    from course.content.lesson_source import LessonSourceError, regions
+
+    tree = ast.parse(source)
+    node = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == function
+        ),
+        None,
+    )
+    if node is None:
+        raise LessonSourceError(f"the solution has no function {function}")
+    # A region begins inside the function; its END marker may follow the last statement, where
+    # the function's end_lineno stops.
+    last = (node.end_lineno or node.lineno) - 1
+    inside = [r for r in regions(source) if node.lineno - 1 <= r.begin <= last]
+    if len(inside) != 1:
+        raise LessonSourceError(f"{function} holds {len(inside)} solution regions, not one")
+    region = inside[0]
+    lines = source.splitlines()
+    body = textwrap.indent(textwrap.dedent(code).strip("\n"), region.indent).splitlines()
+    return "\n".join(lines[: region.begin] + body + lines[region.end + 1 :]) + "\n"

@@ -17,7 +17,7 @@ _TODO_STEP = re.compile(r"^\s*1\.\s+\S", re.MULTILINE)
 # A call of numpy/math/torch (`np.where(`) or a method call (`x.reshape(`, `).sum(`): the code
 # itself, which belongs in the last hint tier. Attributes (`k.T`, `q.shape[-1]`) and the
 # learner's own functions (`softmax(x)`) may be named.
-_CODE_CALL = re.compile(r"\b(?:np|numpy|math|torch)\.[\w.]+\s*\(|[\w)\]]\.[A-Za-z_]\w*\(")
+CODE_CALL = re.compile(r"\b(?:np|numpy|math|torch)\.[\w.]+\s*\(|[\w)\]]\.[A-Za-z_]\w*\(")
 
 
 def parse_source(root: Path, relative: str, problems: list[Problem]) -> ast.Module | None:
@@ -78,7 +78,7 @@ def todo_problems(lesson: Lesson, solution: ast.Module, where: str) -> list[Prob
 
 def _dictating(name: str, what: str, text: str, where: str) -> list[Problem]:
     """A TODO step or an early hint that writes the numpy line says *how* instead of *what*."""
-    calls = sorted({match.group(0) for match in _CODE_CALL.finditer(text)})
+    calls = sorted({match.group(0) for match in CODE_CALL.finditer(text)})
     if not calls:
         return []
     return [

@@ -161,6 +161,9 @@ def hint_screen(reveal: HintReveal, again: str = "run the same command again") -
     for number, hint in enumerate(reveal.hints, 1):
         style = "bold" if number == len(reveal.hints) and reveal.new else "dim"
         hints.add_row(Text(f"{number}.", style=style), Text(hint, style=style))
+        code = reveal.code[number - 1] if number <= len(reveal.code) else ""
+        if code:
+            hints.add_row(Text(""), Text(code.strip("\n"), style="cyan" if style == "bold" else "dim"))
     remaining = reveal.total - len(reveal.hints)
     footer = (
         f"{remaining} more hint{'s' if remaining != 1 else ''}: {again}."

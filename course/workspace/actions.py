@@ -200,6 +200,7 @@ class HintReveal:
     hints: list[str]  # the tiers revealed so far, gentlest first
     total: int
     new: bool  # False when every tier was already revealed
+    code: list[str] = field(default_factory=list)  # each revealed tier's code ("" for none)
 
 
 def reveal_hint(session: Session, lesson: Lesson, exercise: str | None = None) -> HintReveal:
@@ -223,7 +224,8 @@ def reveal_hint(session: Session, lesson: Lesson, exercise: str | None = None) -
 
         session.update(reveal)
     shown = session.state.lesson(lesson.module).hints.get(chosen.name, 0)
-    return HintReveal(lesson, chosen.name, list(chosen.hints[:shown]), len(chosen.hints), new)
+    code = [getattr(chosen.code_for(tier), "code", "") for tier in range(1, shown + 1)]
+    return HintReveal(lesson, chosen.name, list(chosen.hints[:shown]), len(chosen.hints), new, code)
 
 
 @dataclass
