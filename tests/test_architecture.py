@@ -32,7 +32,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the engine, from the bytes on the wire up to the warm grader
     "course.engine.wire": set(),
     "course.engine.sandbox": {"course.engine.wire"},
-    "course.engine.sandbox.worker": {"course.engine.wire", "course.engine.sandbox.landlock"},
+    "course.engine.sandbox.worker": {
+        "course.engine.wire",
+        "course.engine.sandbox.landlock",
+        "course.engine.sandbox.seccomp",
+    },
     "course.engine.calls": {CONTENT, "course.engine.sandbox", "course.engine.wire"},
     "course.engine.results": {"course.engine.calls.upstream"},
     "course.engine.integrity": {CONTENT},

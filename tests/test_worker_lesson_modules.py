@@ -53,9 +53,10 @@ def test_the_report_of_a_folder_at_the_root_names_its_modules(modules):
 
 
 def test_seccomp_programs_made_ahead_by_a_zygote_are_those_a_keeper_would_make():
+    kinds = [(False, False), (True, False), (True, True)]  # every worker, measured, sealed
     seccomp.prepare()
-    ahead = {measured: seccomp._PROGRAMS[measured] for measured in (False, True)}
+    ahead = {kind: seccomp._PROGRAMS[kind] for kind in kinds}
     seccomp._PROGRAMS.clear()
 
-    assert {measured: seccomp._filter_program(measured) for measured in (False, True)} == ahead
-    assert ahead[False] != ahead[True]  # a measured worker's forbids starting processes too
+    assert {kind: seccomp._filter_program(*kind) for kind in kinds} == ahead
+    assert len(set(ahead.values())) == 3  # a measured worker's forbids starting processes too

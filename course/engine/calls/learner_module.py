@@ -12,6 +12,7 @@ workers' own subtrees are killed.
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 import time
@@ -31,6 +32,7 @@ from course.engine.calls.errors import (
 )
 from course.engine.calls.measured import Measurement, measure_call
 from course.engine.calls.replies import LAST_REPLY, SharedInputs, check_reply, checked_trace, malformed_reply
+from course.engine.sandbox import powers, seccomp
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
 from course.engine.wire import messages
@@ -43,6 +45,12 @@ def lesson_modules(module: str) -> list[str]:
 
     names = [lesson.module for lesson in load_catalog().lessons]
     return names if module in names else [*names, module]
+
+
+@functools.cache
+def _privileged() -> bool:
+    """Whether the grader holds capabilities, so its workers start with some to give up."""
+    return powers.privileged()
 
 
 class LearnerFunction:
@@ -155,7 +163,7 @@ class LearnerModule:
         try:
             if worker is self._expired:
                 raise TimeoutError  # seen unfinished past its limit: whatever arrives now is late
-            return check_reply(worker.wait_imported(deadline), report=True)
+            report = check_reply(worker.wait_imported(deadline), report=True)
         except TimeoutError:
             where = worker.where_busy(self.source_dir)
             self.retire(worker)
@@ -173,6 +181,21 @@ class LearnerModule:
             message = worker.death_message(self.source_dir, importing=True)
             self.retire(worker)
             raise LearnerError(message) from None
+        sealed_without_filter = self.readable is not None and seccomp.filters_of(worker.pid or 0) < 2
+        if report.get("ok") and sealed_without_filter:  # the worker's own, forbidding processes
+            self.retire(worker)
+            raise LearnerError(
+                "The grader could not confirm that the submission's code may start no process, "
+                "so it stopped it: a problem of this machine, not of the code."
+            )
+        if not powers.powerless(powers.held(worker.pid or 0), _privileged()):
+            self.retire(worker)  # read from /proc here, never taken from the worker's word
+            raise LearnerError(
+                "The grader could not confirm that the Python process running your code holds no "
+                "capability (root's powers), so it stopped it: a problem of this machine, not of "
+                "your code."
+            )
+        return report
 
     def retire(self, worker: Worker) -> None:
         """Kill ``worker``; if calls went to it, the next call starts another."""

@@ -59,6 +59,12 @@ def death_message(worker: _Stopped, source_dir: Path | None = None, importing: b
                 "operating system because it used too much memory." + during
             )
         return f"The Python process running your code was stopped by the signal {name}." + during
+    if code == 72 and importing:  # the keeper's child could not give up root's powers
+        return (
+            "The grader could not make the Python process that runs your code give up root's "
+            "powers (its capabilities), so it ran none of your code: a problem of this machine "
+            "or of its container, not of your code."
+        )
     instead = "while the file was being imported" if importing else "instead of returning a value"
     return (
         f"Your code ended the Python process (exit code {code}) {instead}. Remove sys.exit / "

@@ -40,7 +40,7 @@ import ctypes
 import os
 import sys
 
-from course.engine.sandbox import seccomp
+from course.engine.sandbox import powers, seccomp
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -55,6 +55,8 @@ def main(argv: list[str]) -> int:
         os.close(control_fd)  # the learner must not read the grader's orders nor forge a status
         os.close(status_fd)
         os.setpgid(0, 0)
+        if not powers.drop(seccomp.libc()):
+            os._exit(72)  # root's powers kept: nothing of the learner's may run (EX_OSFILE)
         filtered = seccomp.install_filter(measured)
         if measured and not filtered:
             os._exit(71)  # no filter, no sound measurement: the grader says so (EX_OSERR)

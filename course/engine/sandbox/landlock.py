@@ -33,7 +33,7 @@ _CREATE_RULESET_VERSION = 1
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _REMOVE_DIR, _REMOVE_FILE = 1 << 4, 1 << 5
 _MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
-_REFER, _TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15  # ABI 2, 3, 5
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 
@@ -113,13 +113,14 @@ def _restrict(attr: bytes, rules: Iterable[tuple[str, int]]) -> bool:
 
 def confine() -> int:
     """Forbid this process to write any file but ``/dev/null`` (it keeps the descriptors it
-    holds), to open TCP connections and to signal outside itself, as far as the kernel's
-    Landlock goes; returns the Landlock ABI used, 0 for none."""
+    holds), to use ioctl on a device it opens (a terminal), to open TCP connections and to
+    signal outside itself, as far as the kernel's Landlock goes; returns the Landlock ABI
+    used, 0 for none."""
     abi = _abi()
     if abi <= 0:
         return 0
     access = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
-    access |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    access |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
     if abi >= 6:
         attr = struct.pack(
             "=QQQ", access, _NET_BIND_TCP | _NET_CONNECT_TCP, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL

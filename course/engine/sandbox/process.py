@@ -33,10 +33,22 @@ _BOOT = (
 )
 
 
-def worker_environment() -> dict[str, str]:
-    """The environment a worker (and the zygote) starts with: the caller's, one thread for the
-    linear algebra libraries, a fixed hash seed."""
-    return dict(os.environ, **ONE_THREAD, PYTHONHASHSEED="0")
+_PASSED = ("PATH", "LANG", "LANGUAGE", "TZ")  # from the grader's environment, as they are
+_PASSED_PREFIXES = ("LC_", "OPENBLAS_", "MKL_")  # locale; the BLAS settings numpy may need
+
+
+def worker_environment(scratch: Path | None = None) -> dict[str, str]:
+    """The environment a worker (and the zygote) starts with: an allow-list, never the grader's
+    whole environment, which may hold an instructor's tokens and keys. PATH, the locale and the
+    BLAS settings pass; one thread for the linear algebra libraries, a fixed hash seed; HOME
+    and TMPDIR are the worker's scratch folder."""
+    env = {
+        key: value for key, value in os.environ.items() if key in _PASSED or key.startswith(_PASSED_PREFIXES)
+    }
+    env.update(ONE_THREAD, PYTHONHASHSEED="0")
+    if scratch is not None:
+        env["HOME"] = env["TMPDIR"] = str(scratch)
+    return env
 
 
 # The keeper's status lines (see ``keeper``; K comes from the zygote's child): letter -> field.
@@ -67,7 +79,7 @@ class Worker:
         removes anything by name in a folder learner code could write."""
         self.measured = measured
         self._buffer = bytearray()
-        env = worker_environment()
+        env = worker_environment(scratch)
         self.process: subprocess.Popen | _ForkedKeeper
         # A measured worker makes every page of its mapped files resident before anything is
         # measured (see ``keeper``), and its memory is counted from a blank measured worker

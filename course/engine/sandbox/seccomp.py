@@ -12,24 +12,31 @@ import ctypes
 
 # seccomp, per machine: audit arch; calls refused to every worker (socket, socketpair,
 # io_uring_setup, memfd_create, memfd_secret, pidfd_getfd; shmget, semget, msgget, mq_open,
-# add_key, keyctl: kernel objects that outlive a process); calls refused to a measured worker
-# (fork, vfork, execve, execveat on x86_64; execve, execveat on aarch64); clone; clone3.
+# add_key, keyctl: kernel objects that outlive a process; bpf, perf_event_open, userfaultfd,
+# unshare, setns: root's tools against the kernel, and new namespaces); calls refused to a
+# measured worker (fork, vfork, execve, execveat on x86_64; execve, execveat on aarch64); clone;
+# clone3; ioctl.
 _SECCOMP_ARCH = {
     "x86_64": (
         0xC000003E,
-        (41, 53, 425, 319, 447, 438, 29, 64, 68, 240, 248, 250),
+        (41, 53, 425, 319, 447, 438, 29, 64, 68, 240, 248, 250, 321, 298, 323, 272, 308),
         (57, 58, 59, 322),
         56,
         435,
+        16,
     ),
     "aarch64": (
         0xC00000B7,
-        (198, 199, 425, 279, 447, 438, 194, 190, 186, 180, 217, 219),
+        (198, 199, 425, 279, 447, 438, 194, 190, 186, 180, 217, 219, 280, 241, 282, 97, 268),
         (221, 281),
         220,
         435,
+        29,
     ),
 }
+_LOCKS = {"x86_64": (72, 73), "aarch64": (25, 32)}  # fcntl, flock
+_TIOCSTI, _TIOCLINUX = 0x5412, 0x541C  # push input into a terminal; the console's own commands
+_CLONE_VM, _CLONE_THREAD, _CLONE_NEWUSER = 0x100, 0x10000, 0x10000000
 
 
 def install_filter(measured: bool) -> bool:
@@ -39,12 +46,15 @@ def install_filter(measured: bool) -> bool:
     no one (not the warm grader's socket, not the network, TCP or UDP) and talks to the grader
     through its pipes only; no memfd, System V shared memory, semaphore or message queue, POSIX
     message queue or key (memory outside the worker's limits, and some of it outliving the
-    check); no descriptor taken from another process. These fail with EPERM.
+    check); no descriptor taken from another process; no bpf, perf_event_open or userfaultfd,
+    no new namespace (unshare, setns, clone with CLONE_NEWUSER); no ioctl that types into a
+    terminal (TIOCSTI: the learner's shell would run it after the check) or drives the console
+    (TIOCLINUX). These fail with EPERM; clone3 fails with ENOSYS, so that libc falls back to
+    clone, whose flags the filter can read (EPERM would fail glibc's threads).
 
     A measured worker also may start no process: fork, vfork, exec and a clone without
-    CLONE_VM fail with EPERM and clone3 with ENOSYS (so libc falls back to clone, whose flags
-    the filter can read). A clone with CLONE_VM (a thread, or the first step of posix_spawn,
-    whose exec is refused) shares this process's memory.
+    CLONE_VM fail with EPERM. A clone with CLONE_VM (a thread, or the first step of
+    posix_spawn, whose exec is refused) shares this process's memory.
 
     Returns False when the filter cannot be installed (another machine, an old kernel)."""
     import struct
@@ -60,9 +70,42 @@ def install_filter(measured: bool) -> bool:
     return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
 
 
+def forbid_processes() -> bool:
+    """Add a filter by which this process may start no other process: fork, vfork, exec and
+    a clone without CLONE_THREAD fail with EPERM (a thread still starts); nor take a file lock
+    (flock, fcntl's F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW), the one way left for two
+    submissions to signal each other through a file both may read. A worker grading a class's
+    submission installs it before loading it, so that a submission's processes are its workers
+    alone and its memory is bounded by theirs (see ``class_stream``). Filters stack: the
+    keeper's stays. False when it cannot be installed."""
+    import struct
+
+    raw = _filter_program(True, threads_only=True)
+    if raw is None:
+        return False
+    program = ctypes.create_string_buffer(raw, len(raw))
+    fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(program))
+    c_library = libc()
+    if c_library.prctl(38, 1, 0, 0, 0) != 0:
+        return False
+    return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)
+
+
+def filters_of(pid: int) -> int:
+    """How many seccomp filters process ``pid`` runs under, as /proc tells (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Seccomp_filters:"):
+                    return int(line.split(":")[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 # Made once per process (``prepare``): a zygote's keepers and workers inherit them.
 _LIBC: list[ctypes.CDLL] = []
-_PROGRAMS: dict[bool, bytes | None] = {}
+_PROGRAMS: dict[tuple[bool, bool], bytes | None] = {}
 
 
 def libc() -> ctypes.CDLL:
@@ -78,36 +121,65 @@ def prepare() -> None:
     libc()
     _filter_program(False)
     _filter_program(True)
+    _filter_program(True, threads_only=True)
 
 
-def _filter_program(measured: bool) -> bytes | None:
+def _filter_program(measured: bool, threads_only: bool = False) -> bytes | None:
     """The seccomp program of ``install_filter`` for this machine (None: no such program
-    here), as the kernel reads it: ``struct sock_filter`` after ``struct sock_filter``."""
-    if measured in _PROGRAMS:
-        return _PROGRAMS[measured]
+    here), as the kernel reads it: ``struct sock_filter`` after ``struct sock_filter``.
+    ``threads_only``: the program of ``forbid_processes`` instead."""
+    if (measured, threads_only) in _PROGRAMS:
+        return _PROGRAMS[(measured, threads_only)]
     import platform
-    import struct
 
     machine = _SECCOMP_ARCH.get(platform.machine())
     if machine is None:
-        _PROGRAMS[measured] = None
+        _PROGRAMS[(measured, threads_only)] = None
         return None
-    arch, always, processes, clone, clone3 = machine
-    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    allow, kill = 0x7FFF0000, 0x80000000
-    eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
+    arch, always, processes, clone, clone3, ioctl = machine
+    load, jeq, jge, jset = 0x20, 0x15, 0x35, 0x45
+    first_argument, second_argument = 16, 24  # struct seccomp_data: args[0], args[1] (low half)
     code: list[tuple[int, object, object, int]] = [(load, 0, 0, 4), (jeq, 0, "kill", arch), (load, 0, 0, 0)]
     if platform.machine() == "x86_64":
         code.append((jge, "deny", 0, 0x40000000))  # the x32 numbering of the same calls
+    if threads_only:
+        code += [(jeq, "deny", 0, number) for number in (*processes, _LOCKS[platform.machine()][1])]
+        code += [
+            (jeq, 0, 5, _LOCKS[platform.machine()][0]),  # fcntl: its lock commands refused
+            (load, 0, 0, second_argument),
+            (jeq, "deny", 0, 6),  # F_SETLK
+            (jeq, "deny", 0, 7),  # F_SETLKW
+            (jge, 0, "allow", 37),  # F_OFD_SETLK, F_OFD_SETLKW
+            (jge, "allow", "deny", 39),
+            (jeq, 0, "allow", clone),
+            (load, 0, 0, first_argument),
+            (jset, "allow", "deny", _CLONE_THREAD),
+        ]
+        return _assembled(code, (measured, threads_only))
     code += [(jeq, "deny", 0, number) for number in always]
     if measured:
         code += [(jeq, "deny", 0, number) for number in processes]
-        code += [
-            (jeq, "nosys", 0, clone3),
-            (jeq, 0, "allow", clone),
-            (load, 0, 0, 16),
-            (jset, "allow", "deny", 0x100),
-        ]
+    code += [
+        (jeq, "nosys", 0, clone3),
+        (jeq, 0, 3, ioctl),  # not ioctl: on to clone, three instructions on
+        (load, 0, 0, second_argument),
+        (jeq, "deny", 0, _TIOCSTI),
+        (jeq, "deny", "allow", _TIOCLINUX),
+        (jeq, 0, "allow", clone),
+        (load, 0, 0, first_argument),
+        (jset, "deny", 0, _CLONE_NEWUSER),
+        # a measured worker's clone must share its memory (a thread); anyone else's may not
+        (jset, "allow", "deny" if measured else "allow", _CLONE_VM),
+    ]
+    return _assembled(code, (measured, threads_only))
+
+
+def _assembled(code: list[tuple[int, object, object, int]], key: tuple[bool, bool]) -> bytes:
+    """``code`` with its four endings appended and its labels resolved, as the kernel reads it."""
+    import struct
+
+    ret, allow, kill = 0x06, 0x7FFF0000, 0x80000000
+    eperm, enosys = 0x00050000 | 1, 0x00050000 | 38
     labels = {"allow": len(code), "deny": len(code) + 1, "nosys": len(code) + 2, "kill": len(code) + 3}
     code += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, enosys), (ret, 0, 0, kill)]
     raw = b"".join(
@@ -119,5 +191,5 @@ def _filter_program(measured: bool) -> bytes | None:
         )
         for index, (op, jt, jf, k) in enumerate(code)
     )
-    _PROGRAMS[measured] = raw
+    _PROGRAMS[key] = raw
     return raw

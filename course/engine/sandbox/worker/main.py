@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from course.engine.sandbox import landlock
+from course.engine.sandbox import landlock, seccomp
 from course.engine.sandbox.worker.errors import OUTPUT_LIMIT, confined, describe_error
 from course.engine.sandbox.worker.lessons import LessonFinder, lesson_modules
 from course.engine.sandbox.worker.shape_trace import record_lesson_calls
@@ -145,13 +145,18 @@ def main(argv: list[str]) -> int:
     module_name = str(order.get("module", ""))
     lessons = [name for name in order.get("lessons", []) if isinstance(name, str) and name.isidentifier()]
     readable = order.get("readable")
+    # A submission graded in a class reads only what it needs, and starts no process: its
+    # memory is its workers' (``seccomp.forbid_processes``).
     if readable is not None and not (
-        isinstance(readable, list) and landlock.restrict_reads([str(path) for path in readable])
+        isinstance(readable, list)
+        and landlock.restrict_reads([str(path) for path in readable])
+        and seccomp.forbid_processes()
     ):
         refusal = _refusal(
             "Unconfined",
             "This machine cannot keep the code graded from reading the course's reference "
-            "solutions and other submissions (it has no Landlock), so it was not run.",
+            "solutions and other submissions, or from starting processes (it has no Landlock or "
+            "no seccomp), so it was not run.",
         )
         messages.write_all(response_fd, messages.pack({**refusal, "lesson_modules": []}, []))
         return 0
