@@ -97,6 +97,66 @@ def sockets(unix_path, udp_port):
         check=True, stderr=subprocess.DEVNULL))
     return outcomes
 
+def root_powers(terminal):
+    """What a learner running as root would try against the machine: type into a terminal
+    (TIOCSTI), load a bpf program, watch the kernel, fault pages in by hand, make a user
+    namespace, clone3; and what it holds: capabilities, environment, threads."""
+    import ctypes, fcntl, termios, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    numbers = {"bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "clone3": 435}
+    found = {}
+    try:
+        with open(terminal, "wb", buffering=0) as tty:
+            fcntl.ioctl(tty, termios.TIOCSTI, b"x")
+        found["TIOCSTI"] = "done"
+    except OSError as error:
+        found["TIOCSTI"] = error.errno
+    for name, number in numbers.items():
+        ctypes.set_errno(0)
+        result = libc.syscall(number, 0, 0, 0, 0, 0)
+        found[name] = ctypes.get_errno() if result < 0 else "done"
+    ctypes.set_errno(0)
+    found["unshare user"] = ctypes.get_errno() if libc.unshare(0x10000000) < 0 else "done"
+    status = open("/proc/self/status").read().splitlines()
+    caps = [line.split(":") for line in status if line.startswith("Cap")]
+    found["caps"] = {name: value.strip() for name, value in caps}
+    found["env"] = sorted(os.environ)
+    ran = []
+    thread = threading.Thread(target=lambda: ran.append(1))
+    thread.start()
+    thread.join()
+    found["threads"] = ran
+    return found
+
+def start_processes():
+    """Every way to start another process; a thread must still start."""
+    outcomes = {}
+    def attempt(name, action):
+        try:
+            action()
+            outcomes[name] = "done"
+        except OSError as error:
+            outcomes[name] = error.errno
+    def forked():
+        if os.fork() == 0:
+            os._exit(0)
+    attempt("fork", forked)
+    attempt("subprocess", lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    spawn = lambda: os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], {})
+    attempt("posix_spawn", lambda: os.waitpid(spawn(), 0))
+    import fcntl
+    shared = open(os.__file__, "rb")  # a file every submission may read
+    attempt("flock", lambda: fcntl.flock(shared, fcntl.LOCK_SH))
+    attempt("lockf", lambda: fcntl.lockf(shared, fcntl.LOCK_SH))
+    outcomes["fcntl F_GETFL"] = fcntl.fcntl(shared, fcntl.F_GETFL) >= 0  # other commands still work
+    ran = []
+    thread = threading.Thread(target=lambda: ran.append(1))
+    thread.start()
+    thread.join()
+    outcomes["thread"] = ran
+    return outcomes
+
 HOPPER = """
 import os, sys, time
 end = time.monotonic() + float(sys.argv[1])
@@ -122,6 +182,64 @@ def learner(tmp_path):
     module = learner_module.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=2.0))
     yield module
     module.close()
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls x86_64's syscall numbers")
+def test_learner_code_holds_no_root_power_no_secret_and_types_nothing_into_a_terminal(tmp_path, monkeypatch):
+    """Learners run as root in VMs and some containers (and CI does): a worker gives up every
+    capability, sees only the allowed environment, and the kernel refuses it the calls that
+    reach past the worker: TIOCSTI into a terminal (whose shell would run the typed command
+    after the check), bpf, perf_event_open, userfaultfd, a new user namespace; clone3 says
+    ENOSYS so that threads still start, through clone."""
+    import errno
+    import pty
+    import select
+
+    monkeypatch.setenv("COURSE_TEST_CLOUD_KEY", "an instructor's secret")
+    (tmp_path / "l00_fenced.py").write_text(LEARNER)
+    master, slave = pty.openpty()
+    try:
+        module = learner_module.LearnerModule(tmp_path, "l00_fenced", Limits(call_seconds=5.0))
+        try:
+            found = module.root_powers(os.ttyname(slave))
+        finally:
+            module.close()
+        typed = select.select([master], [], [], 0.3)[0]
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert not typed, "the learner's code typed into the terminal"
+    assert found["TIOCSTI"] in (errno.EPERM, errno.EACCES), found
+    for name in ("bpf", "perf_event_open", "userfaultfd", "unshare user"):
+        assert found[name] == errno.EPERM, (name, found[name])
+    assert found["clone3"] == errno.ENOSYS and found["threads"] == [1]
+    assert set(found["caps"].values()) == {"0000000000000000"}, found["caps"]
+    assert "COURSE_TEST_CLOUD_KEY" not in found["env"]
+    assert "PATH" in found["env"] and "HOME" in found["env"]
+
+
+def test_a_class_submission_starts_no_process_and_its_workers_share_one_memory_budget(tmp_path):
+    """A submission's processes are its workers alone (a sealed worker forbids itself fork,
+    vfork, exec and clone without CLONE_THREAD, and the grader sees the filter in /proc), it
+    takes no file lock another submission could see, and its workers' memory limits together
+    stay within one submission's budget."""
+    import errno
+
+    from course.engine.sandbox import landlock
+    from course.instructor.classroom.class_stream import SUBMISSION_MEMORY, submission_limits
+
+    (tmp_path / "l00_fenced.py").write_text(LEARNER)
+    module = learner_module.LearnerModule(
+        tmp_path, "l00_fenced", Limits(call_seconds=5.0), readable=landlock.readable_paths(tmp_path)
+    )
+    try:
+        found = module.start_processes()
+    finally:
+        module.close()
+    refused = {name: errno.EPERM for name in ("fork", "subprocess", "posix_spawn", "flock", "lockf")}
+    assert found == {**refused, "fcntl F_GETFL": True, "thread": [1]}
+    for lessons in (1, 3, 13):
+        assert submission_limits(lessons).memory_bytes * (lessons + 1) <= SUBMISSION_MEMORY
 
 
 def test_the_grader_keeps_no_file_of_its_own_in_the_workers_working_folder(learner):

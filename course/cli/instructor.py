@@ -90,6 +90,7 @@ def grade(
     """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
     from course.content.catalog import load_catalog
     from course.instructor.classroom import exports, gradebook
+    from course.instructor.classroom.safe_text import safe_text
 
     if not submissions_dir.is_dir():
         fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
@@ -107,8 +108,15 @@ def grade(
     )
 
     def progress(row: dict, done: int, total: int) -> None:
-        note = f"  ({row['problems'][0]})" if row["problems"] else ""
-        show(f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}")
+        """One line per graded submission. Its file name, name and problems are the
+        submission's own text: shown made safe (escape sequences, bidi controls and line breaks
+        escaped), as plain text (``show``: never markup)."""
+        try:
+            note = f"  ({row['problems'][0]})" if row["problems"] else ""
+            line = f"[{done}/{total}] {row['file']}: {row['outcome']}, {gradebook.total(row)} points{note}"
+        except Exception as error:  # a malformed row: said, and the class goes on
+            line = f"[{done}/{total}] a row that cannot be shown ({type(error).__name__})"
+        show(safe_text(line))
 
     result = gradebook.grade_folder(submissions_dir, chosen, count, progress, same=not fresh)
     gradebook.write_csv(result, out)

@@ -18,6 +18,7 @@ import ended unseen, between two looks, is loaded again and waited for, as a che
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -35,7 +36,9 @@ from course.engine.grading import blame, one_session
 from course.engine.grading.report import oversized_file_result
 from course.engine.results import PASSED, LessonResult
 from course.engine.sandbox import landlock
+from course.engine.sandbox.limits import Limits
 from course.instructor.classroom import similarity
+from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
 
 GRADED, REFUSED, CRASHED, MISSING = "graded", "refused", "grader-failed", "missing"
@@ -60,6 +63,17 @@ class Shared:
 
 
 AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
+SUBMISSION_MEMORY = 6 * 1024**3  # what one submission's workers may hold at once, together
+
+
+def submission_limits(lessons: int) -> Limits:
+    """Each worker's limits when a submission's ``lessons`` load together: memory is limited
+    per process (RLIMIT_AS), so each gets its share of ``SUBMISSION_MEMORY``, one share kept
+    for a lesson's measured worker. A sealed worker starts no process (see
+    ``seccomp.forbid_processes``), so its share is all a submission's code can hold."""
+    limits = Limits.from_env()
+    share = SUBMISSION_MEMORY // (lessons + 1)
+    return dataclasses.replace(limits, memory_bytes=min(limits.memory_bytes, share))
 
 
 def window_for(lessons: int, processes: int) -> int:
@@ -101,6 +115,7 @@ class Ahead:
         self.window = window or window_for(len(modules), 1)
         self.catalog = load_catalog()
         self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
+        self.limits = submission_limits(len(self.lessons))
         self.units: list[one_session.Unit] = []  # loading or loaded, in the order taken
         self.open: dict[int, _Bundle] = {}
         self.exhausted = False
@@ -147,8 +162,8 @@ class Ahead:
         row = bundle.row
         opened = open_bundle(path, bundle.folder, self.catalog)
         claim = opened.claimed or {}
-        row["name"] = str(claim.get("name", ""))[:80]
-        row["course_version"] = str(claim.get("course_version", ""))[:40]
+        row["name"] = safe_text(str(claim.get("name", ""))[:80])
+        row["course_version"] = safe_text(str(claim.get("course_version", ""))[:40])
         bundle.claimed = opened.claimed
         if opened.refused:
             row["outcome"] = REFUSED
@@ -171,7 +186,9 @@ class Ahead:
                 row["lessons"][module] = _entry(oversized)
                 continue
             self.units.append(
-                one_session.Unit(lesson, bundle.folder, _sealed(bundle.folder, module), tag=(bundle, digest))
+                one_session.Unit(
+                    lesson, bundle.folder, _sealed(bundle.folder, module, self.limits), tag=(bundle, digest)
+                )
             )
             bundle.pending += 1
 
@@ -196,7 +213,7 @@ class Ahead:
                     return self._pop(unit)  # finished within its limit: graded with that import
                 if settled:  # ended unseen between two looks: when, nobody knows; load it again
                     unit.learner.close()
-                    unit.learner = _sealed(unit.source_dir, unit.lesson.module)
+                    unit.learner = _sealed(unit.source_dir, unit.lesson.module, self.limits)
                     return self._pop(unit)  # its grade waits for the new import, as a check does
                 if before >= limit:
                     unit.learner.expire_import()
@@ -234,25 +251,34 @@ class Ahead:
         _blame_earlier_lessons(row["lessons"])
         if row["outcome"] == GRADED:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
+        row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote the bundle
         shutil.rmtree(bundle.folder, ignore_errors=True)
         self.emit(bundle.index, row)
 
 
 def new_row(file: str) -> dict:
-    """A gradebook row for the bundle ``file``, before anything of it is read."""
-    return {"file": file, "name": "", "course_version": "", "outcome": GRADED, "lessons": {}, "problems": []}
+    """A gradebook row for the bundle ``file`` (its name made safe: a learner chose it), before
+    anything of it is read."""
+    return {
+        "file": safe_text(file),
+        "name": "",
+        "course_version": "",
+        "outcome": GRADED,
+        "lessons": {},
+        "problems": [],
+    }
 
 
 def failed(row: dict, why: str) -> None:
     """Mark ``row`` as one the grader itself failed on, saying ``why``."""
     row["outcome"] = CRASHED
-    row["problems"].append(f"the grader failed on this bundle: {why}")
+    row["problems"].append(safe_text(f"the grader failed on this bundle: {why}"))
 
 
-def _sealed(folder: Path, module: str) -> LearnerModule:
+def _sealed(folder: Path, module: str, limits: Limits) -> LearnerModule:
     """``module`` of a submission's ``folder``, loading at once in a worker that may read nothing
-    but its folder and the libraries (``landlock.readable_paths``)."""
-    return LearnerModule(folder, module, readable=landlock.readable_paths(folder))
+    but its folder and the libraries (``landlock.readable_paths``) and start no process."""
+    return LearnerModule(folder, module, limits, readable=landlock.readable_paths(folder))
 
 
 def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:

@@ -6,6 +6,10 @@ an ``<error>``, with the grader's message. A refused bundle is one suite with on
 
 nbgrader: a CSV with the columns of ``nbgrader export`` (scores from `course grade`).
 
+In both, every text a submission gave (names, file names, problems, a check's message) is
+written made safe (``safe_text``: controls, bidi controls and lone surrogates escaped, valid XML),
+and a row that cannot be written is said on its own line: it never stops the others.
+
 GitHub Classroom: ``.github/classroom/autograding.json`` (the autograding action's test list)
 and ``.github/workflows/classroom.yml`` (the workflow GitHub Classroom runs today, one
 command-grader step per lesson), both running ``course check N`` in the student's repository.
@@ -14,87 +18,94 @@ command-grader step per lesson), both running ``course check N`` in the student'
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
 from course.content.catalog import Lesson
 from course.engine.results import ERROR, FAILED, NOT_STARTED, PASSED, TIMEOUT
+from course.instructor.classroom.safe_text import safe_text
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
-
-def _text(value: object, limit: int = 4000) -> str:
-    """Learner-influenced text made safe for XML 1.0 (no control characters, bounded)."""
-    return _CONTROL.sub("?", str(value))[:limit]
+def _text(value: object, limit: int = 4000, lines: bool = False) -> str:
+    """Learner-influenced text made safe (``safe_text``: controls escaped, valid XML 1.0) and
+    bounded; ``lines``: keep newlines (an element's text, never an attribute)."""
+    return safe_text(value, lines)[:limit]
 
 
 def junit_tree(rows: Sequence[dict]) -> ET.ElementTree:
     """The JUnit document for gradebook rows (as ``course.instructor.classroom.gradebook.grade_bundle``
-    makes them)."""
+    makes them). Each row's suites are made apart and added whole: a row that cannot be written
+    becomes one erroring suite that says so, and every other row is written."""
     root = ET.Element("testsuites", name="course grade")
     totals = dict.fromkeys(("tests", "failures", "errors"), 0)
     for row in rows:
-        if not row["lessons"]:
-            suite = _suite(root, f"{row['file']}", row)
-            case = ET.SubElement(suite, "testcase", name="bundle", classname=_text(row["file"]))
-            ET.SubElement(
-                case, "error", message=_text("; ".join(row["problems"]), 500), type=row["outcome"]
-            ).text = _text("\n".join(row["problems"]))
-            _count(suite, 1, 0, 1, totals)
-            continue
-        for module, entry in row["lessons"].items():
-            suite = _suite(root, f"{row['file']}: {module}", row)
-            tests = failures = errors = 0
-            checks = [
-                (e["name"], c) for e in (entry["result"] or {}).get("exercises", []) for c in e["checks"]
-            ]
-            if not checks:  # the lesson file was not in the bundle
-                checks = [
-                    (
-                        "bundle",
-                        {
-                            "name": f"{module}.py",
-                            "status": ERROR,
-                            "message": f"{module}.py is not in the bundle.",
-                        },
-                    )
-                ]
-            for exercise, check in checks:
-                case = ET.SubElement(
-                    suite,
-                    "testcase",
-                    name=_text(check["name"], 200),
-                    classname=_text(f"{row['file']}.{module}.{exercise}", 300),
-                )
-                tests += 1
-                status = check["status"]
-                message = _text(check.get("message") or status)
-                if status in (FAILED, NOT_STARTED):
-                    failures += 1
-                    ET.SubElement(
-                        case,
-                        "failure",
-                        message=message.splitlines()[0][:500] if message else status,
-                        type=status,
-                    ).text = message
-                elif status in (ERROR, TIMEOUT):
-                    errors += 1
-                    ET.SubElement(
-                        case,
-                        "error",
-                        message=message.splitlines()[0][:500] if message else status,
-                        type=status,
-                    ).text = message
-                elif status != PASSED:
-                    errors += 1
-                    ET.SubElement(case, "error", message=_text(status), type="unknown")
-            _count(suite, tests, failures, errors, totals)
+        holder, counted = ET.Element("testsuites"), dict.fromkeys(totals, 0)
+        try:
+            _row_suites(holder, row, counted)
+        except Exception as error:  # a malformed row: said on its own suite
+            holder, counted = ET.Element("testsuites"), dict.fromkeys(totals, 0)
+            file = row.get("file", "") if isinstance(row, dict) else ""
+            suite = ET.SubElement(holder, "testsuite", name=_text(file, 300))
+            case = ET.SubElement(suite, "testcase", name="bundle", classname=_text(file, 300))
+            why = _text(f"this row could not be written: {type(error).__name__}: {error}", 500)
+            ET.SubElement(case, "error", message=why, type="grader-failed")
+            _count(suite, 1, 0, 1, counted)
+        root.extend(list(holder))
+        for key, value in counted.items():
+            totals[key] += value
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)
     return ET.ElementTree(root)
+
+
+def _row_suites(root: ET.Element, row: dict, totals: dict) -> None:
+    """One row's suites, added to ``root``: one per lesson, or one erroring case if none."""
+    if not row["lessons"]:
+        suite = _suite(root, f"{row['file']}", row)
+        case = ET.SubElement(suite, "testcase", name="bundle", classname=_text(row["file"]))
+        ET.SubElement(
+            case, "error", message=_text("; ".join(row["problems"]), 500), type=_text(row["outcome"])
+        ).text = _text("\n".join(row["problems"]), lines=True)
+        _count(suite, 1, 0, 1, totals)
+        return
+    for module, entry in row["lessons"].items():
+        suite = _suite(root, f"{row['file']}: {module}", row)
+        tests = failures = errors = 0
+        checks = [(e["name"], c) for e in (entry["result"] or {}).get("exercises", []) for c in e["checks"]]
+        if not checks:  # the lesson file was not in the bundle
+            checks = [
+                (
+                    "bundle",
+                    {
+                        "name": f"{module}.py",
+                        "status": ERROR,
+                        "message": f"{module}.py is not in the bundle.",
+                    },
+                )
+            ]
+        for exercise, check in checks:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=_text(check["name"], 200),
+                classname=_text(f"{row['file']}.{module}.{exercise}", 300),
+            )
+            tests += 1
+            status = _text(check["status"], 40)
+            message = _text(check.get("message") or status, lines=True)
+            first = message.splitlines()[0][:500] if message else status
+            if status in (FAILED, NOT_STARTED):
+                failures += 1
+                ET.SubElement(case, "failure", message=first, type=status).text = message
+            elif status in (ERROR, TIMEOUT):
+                errors += 1
+                ET.SubElement(case, "error", message=first, type=status).text = message
+            elif status != PASSED:
+                errors += 1
+                ET.SubElement(case, "error", message=status, type="unknown")
+        _count(suite, tests, failures, errors, totals)
 
 
 def _suite(root: ET.Element, name: str, row: dict) -> ET.Element:
@@ -138,17 +149,21 @@ def write_nbgrader_csv(rows: Sequence[dict], max_points: dict[str, int], out: Pa
     from course.instructor.classroom.gradebook import spreadsheet_cell
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
+    with open(out, "w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
         writer = csv.writer(handle)
         writer.writerow(NBGRADER_COLUMNS)
         for row in rows:
             for module, most in max_points.items():
-                entry = row["lessons"].get(module) or {"points": 0}
-                where = row.get("assignments", {}).get(module, {})
-                student = row["name"] or row["file"]
-                points = float(entry["points"])
-                cells = [where.get("assignment", module), "", where.get("timestamp", ""), student]
-                cells += ["", "", "", points, 0.0, points, float(most)]
+                try:
+                    entry = row["lessons"].get(module) or {"points": 0}
+                    where = row.get("assignments", {}).get(module, {})
+                    student = row["name"] or row["file"]
+                    points = float(entry["points"])
+                    cells = [where.get("assignment", module), "", where.get("timestamp", ""), student]
+                    cells += ["", "", "", points, 0.0, points, float(most)]
+                except Exception:  # a malformed row: no score, the others written
+                    student = row.get("file", "") if isinstance(row, dict) else ""
+                    cells = [module, "", "", student, "", "", "", 0.0, 0.0, 0.0, float(most)]
                 writer.writerow([spreadsheet_cell(cell) for cell in cells])
 
 

@@ -8,6 +8,10 @@ by a new one. Grading never stops early. Notebook submissions go through a pool 
 processes, one submission per task (``notebook_submissions``). Once every submission is graded,
 files that are the same code as a reference solution or as another bundle's (up to formatting
 and comments) are flagged on their rows (``similarity``).
+
+Every output is written whatever a row holds: each text a submission gave is written made safe
+(``safe_text``: a lone surrogate or an undecodable file name once left a header-only gradebook),
+and a row that cannot be written is one that says so, never the end of the file.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from course import __version__
 from course.content.catalog import Lesson
 from course.engine.grading import forked
 from course.instructor.classroom import class_stream, similarity
+from course.instructor.classroom.safe_text import safe_text
 
 if TYPE_CHECKING:
     from course.instructor.classroom.notebook_submissions import NotebookSubmission
@@ -211,15 +216,20 @@ def total(row: dict) -> int:
 
 
 def spreadsheet_cell(value: object) -> object:
-    """Text from a bundle cannot start a spreadsheet formula (=, +, -, @): it gets a quote."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    """A CSV cell: a number as it is; text made safe (``safe_text``: one line, controls
+    escaped) and never starting a spreadsheet formula (=, +, -, @): it gets a quote."""
+    if value is None or isinstance(value, int | float):
+        return value  # csv writes None as an empty cell
+    text = safe_text(value)
+    if text[:1] in ("=", "+", "-", "@"):  # a leading tab or CR is escaped already
+        return "'" + text
+    return text
 
 
 def write_csv(report: Report, out: Path) -> None:
     """One row per submission: file, name, version, outcome, per lesson status and points,
-    total, maximum and problems (joined with " | "). Text cells never start a formula."""
+    total, maximum and problems (joined with " | "). Text cells never start a formula; a row
+    that cannot be written is one that says so (``_unwritable``), and the others are written."""
     modules = list(report.max_points)
     header = ["file", "name", "course_version", "outcome"]
     for module in modules:
@@ -227,26 +237,57 @@ def write_csv(report: Report, out: Path) -> None:
     header += ["total", "max_total", "problems"]
     most = sum(report.max_points.values())
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
+    with open(out, "w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for row in report.rows:
-            cells = [row["file"], row["name"], row["course_version"], row["outcome"]]
-            for module in modules:
-                entry = row["lessons"].get(module)
-                cells += [entry["status"], entry["points"]] if entry else ["", 0]
-            cells += [total(row), most, " | ".join(row["problems"])]
+            try:
+                cells = [row["file"], row["name"], row["course_version"], row["outcome"]]
+                for module in modules:
+                    entry = row["lessons"].get(module)
+                    cells += [entry["status"], entry["points"]] if entry else ["", 0]
+                cells += [total(row), most, " | ".join(row["problems"])]
+            except Exception as error:  # a malformed row: said on its own line
+                file, name, version, outcome, why = _unwritable(row, error)
+                cells = [file, name, version, outcome, *[""] * (2 * len(modules)), 0, most, why]
             writer.writerow([spreadsheet_cell(cell) for cell in cells])
 
 
+def _unwritable(row: object, error: Exception) -> list[str]:
+    """file, name, version, outcome and problem of a row that cannot be written as it is."""
+    got = row if isinstance(row, dict) else {}
+    why = f"this row could not be written: {type(error).__name__}: {error}"
+    return [safe_text(got.get("file", ""))[:200], "", "", class_stream.CRASHED, safe_text(why)[:500]]
+
+
+def _json_safe(value: object) -> object:
+    """``value`` with every text made safe (``safe_text``; newlines kept, keys one line)."""
+    if isinstance(value, dict):
+        return {safe_text(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return safe_text(value, lines=True)
+
+
 def report_dict(report: Report) -> dict:
+    submissions = []
+    for row in report.rows:
+        try:
+            submissions.append(_json_safe(dict(row, total=total(row))))
+        except Exception as error:  # a malformed row: said on its own entry
+            file, _, _, outcome, why = _unwritable(row, error)
+            submissions.append(
+                {"file": file, "outcome": outcome, "lessons": {}, "problems": [why], "total": 0}
+            )
     return {
         "course_version": __version__,
         "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "workers": report.workers,
         "seconds": round(report.seconds, 2),
         "max_points": report.max_points,
-        "submissions": [dict(row, total=total(row)) for row in report.rows],
+        "submissions": submissions,
     }
 
 

@@ -11,20 +11,32 @@ checks. Opening a bundle refuses anything an honest `course submit` never writes
 truncated or failing its checksums, more than ``MAX_MEMBERS`` members or ``MAX_TOTAL_BYTES``
 uncompressed (zip bombs), names with ``..``, absolute paths, backslashes or links. Unknown
 members are reported and never extracted (a ``numpy.py`` must not shadow numpy).
+
+The bundle file itself is opened without following a symbolic link, and refused unread when it
+is not a regular file, is larger than ``MAX_BUNDLE_BYTES``, or when the end of its central
+directory (the EOCD record, and the zip64 one when there is one: read here from the file's last
+64 KiB, as ``zipfile`` finds them) announces more than ``MAX_MEMBERS`` entries or a central
+directory larger than ``MAX_DIRECTORY_BYTES``: ``zipfile`` reads the whole central directory
+into memory and makes an object per entry before anything can be counted, so a 101 MiB zip
+listing 2 million entries cost a gigabyte and half a minute before it was refused. Every text
+taken from a bundle is made safe to show and to write later (``safe_text``), where it joins a row.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO, cast
 
 from course import __version__
 from course.content.catalog import Catalog, Lesson
@@ -36,6 +48,10 @@ POINTS_RULE = "1 point per passed check; a lesson's maximum is its number of che
 MAX_MEMBERS = 32
 MAX_FILE_BYTES = 1024**2
 MAX_TOTAL_BYTES = 4 * 1024**2
+MAX_DIRECTORY_BYTES = MAX_MEMBERS * 1024  # an entry: 46 bytes, its name and extra fields
+# Deflate never grows data by more than a few bytes per block; headers and the central
+# directory add little more: a bundle within the limits above is far smaller than this.
+MAX_BUNDLE_BYTES = MAX_TOTAL_BYTES + 1024**2
 
 Grader = Callable[[Lesson, Path], LessonResult]
 
@@ -188,28 +204,104 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
     """Check ``path`` and extract its lesson files into ``into``; never raises for a bad
     bundle (the problem is on ``refused`` or ``problems``)."""
     opened = Opened()
+    try:
+        handle = _open_file(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            opened.refused = "refused: a symbolic link, not a bundle file (not followed)"
+        else:
+            opened.refused = f"refused: not a readable file ({_short(error)})"
+        return opened
+    with handle:
+        _open_archive(handle, into, catalog, opened)
+    return opened
+
+
+def _open_file(path: Path) -> BinaryIO:
+    """``path`` opened for reading without following a symbolic link (OSError ELOOP) nor
+    waiting on a FIFO or a device (opened non-blocking, then refused as not a regular file)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    return cast("BinaryIO", os.fdopen(os.open(path, flags), "rb"))
+
+
+def _announced(handle: BinaryIO, size: int) -> tuple[int, int] | None:
+    """(entries, central directory bytes) as the end of the archive announces them, read from
+    the file's last 64 KiB as ``zipfile._EndRecData`` finds them: the EOCD record ending the
+    file (no comment), else the last EOCD signature there; and the zip64 EOCD record before the
+    zip64 locator that precedes it, when there is one. The larger of the counts the records give
+    (this disk's and the total). None when there is no EOCD record: ``zipfile`` refuses that."""
+    eocd_size, locator_size, zip64_size = 22, 20, 56
+    tail_start = max(0, size - eocd_size - 0xFFFF)
+    handle.seek(tail_start)
+    tail = handle.read(size - tail_start)
+    if len(tail) >= eocd_size and tail[-eocd_size:][:4] == b"PK\x05\x06" and tail[-2:] == b"\0\0":
+        at = len(tail) - eocd_size
+    else:
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < eocd_size:
+            return None
+    _, _, _, here, total, directory, _, _ = struct.unpack("<4s4H2LH", tail[at : at + eocd_size])
+    entries = max(here, total)
+    end = tail_start + at  # where the EOCD record starts in the file
+    if end >= locator_size + zip64_size:
+        handle.seek(end - locator_size)
+        locator = handle.read(locator_size)
+        if locator[:4] == b"PK\x06\x07":
+            handle.seek(end - locator_size - zip64_size)
+            record = handle.read(zip64_size)
+            if len(record) == zip64_size and record[:4] == b"PK\x06\x06":
+                here64, total64, directory64 = struct.unpack("<3Q", record[24:48])
+                entries, directory = max(here64, total64), directory64
+    return entries, directory
+
+
+def _refused_unread(handle: BinaryIO) -> str:
+    """Why the file is refused before ``zipfile`` parses its central directory, or ""."""
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        return "refused: not a regular file"
+    if info.st_size > MAX_BUNDLE_BYTES:
+        return f"refused: {info.st_size} bytes (a bundle is at most {MAX_BUNDLE_BYTES})"
+    announced = _announced(handle, info.st_size)
+    if announced is not None:
+        entries, directory = announced
+        if entries > MAX_MEMBERS:
+            return f"refused: {entries} members (at most {MAX_MEMBERS})"
+        if directory > MAX_DIRECTORY_BYTES:
+            return (
+                f"refused: a central directory of {directory} bytes (at most {MAX_DIRECTORY_BYTES}): "
+                "a zip bomb?"
+            )
+    handle.seek(0)
+    return ""
+
+
+def _open_archive(handle: BinaryIO, into: Path, catalog: Catalog, opened: Opened) -> None:
     known = {lesson.file_name for lesson in catalog.lessons}
     try:
-        with zipfile.ZipFile(path) as archive:
+        opened.refused = _refused_unread(handle)
+        if opened.refused:
+            return
+        with zipfile.ZipFile(handle) as archive:
             infos = archive.infolist()
             if len(infos) > MAX_MEMBERS:
                 opened.refused = f"refused: {len(infos)} members (at most {MAX_MEMBERS})"
-                return opened
+                return
             total = sum(info.file_size for info in infos)
             if total > MAX_TOTAL_BYTES or any(i.file_size > MAX_FILE_BYTES for i in infos):
                 opened.refused = (
                     f"refused: {total} bytes uncompressed (at most {MAX_TOTAL_BYTES}, "
                     f"{MAX_FILE_BYTES} per file): a zip bomb?"
                 )
-                return opened
+                return
             unsafe = [reason for reason in map(_unsafe, infos) if reason]
             if unsafe:
                 opened.refused = "refused: unsafe member name: " + "; ".join(unsafe[:3])
-                return opened
+                return
             names = [info.filename for info in infos]
             if len(set(names)) != len(names):
                 opened.refused = "refused: the same member name appears twice"
-                return opened
+                return
             extra = [n for n in names if n not in known and n != RESULT_FILE and not n.endswith("/")]
             if extra:
                 opened.problems.append(
@@ -229,6 +321,7 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
         zlib.error,
+        struct.error,
         EOFError,
         ValueError,
         NotImplementedError,
@@ -239,13 +332,12 @@ def open_bundle(path: Path, into: Path, catalog: Catalog) -> Opened:
         opened.refused = f"refused: not a readable zip file ({_short(error)})"
         opened.files.clear()
         opened.sources.clear()
-        return opened
+        return
     if RESULT_FILE not in names:
         opened.problems.append(f"no {RESULT_FILE} (not made by `course submit`?)")
     if not opened.files:
         opened.problems.append("no lesson files in the bundle")
     _check_claim_header(opened, catalog)
-    return opened
 
 
 def _short(error: BaseException) -> str:
