@@ -301,12 +301,15 @@ def test_a_merge_in_reverse_head_order_shows_the_hand_checked_case_first_and_ver
     lesson = load_catalog().resolve("l05_heads")
     failing = len(result.problems())
     short = render(screens.result_screen(lesson, result, session))
-    assert "merge_heads: merge heads small case by hand (hand-checked)" in short
+    assert "merge_heads (hand-checked)" in short
+    assert "a small case checked by hand (B=1, H=2, T=2, K=2)" in " ".join(short.split())
     assert "[2. 3. 0. 1.]" in short and short.count("returned wrong values") == 1
     assert f"{failing - 1} more checks not passed: `course check 5 --verbose` shows them all." in short
     full = render(screens.result_screen(lesson, result, session, verbose=True))
     assert full.count("merged in reverse order") == failing > 1
-    assert full.index("small case by hand") < full.index("merge heads maps b h t k to b t hk")
+    assert full.index("small case checked by hand") < full.index(
+        "merge_heads maps (B, H, T, K) to (B, T, H*K)"
+    )
     assert "--verbose" not in full
 
 

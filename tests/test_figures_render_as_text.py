@@ -48,6 +48,19 @@ def chart_rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if "│" in line]
 
 
+def y_labels(rows: list[str]) -> dict[int, float]:
+    """Plot row -> the value labelled at its left, for the rows that carry a label."""
+    return {i: float(row.split("│")[0]) for i, row in enumerate(rows) if row.split("│")[0].strip()}
+
+
+def read_off(rows: list[str], row: int) -> tuple[float, float]:
+    """The value a reader reads at ``row`` between the labels, and the value of one row."""
+    labels = y_labels(rows)
+    (first, top), (second, below) = sorted(labels.items())[:2]
+    per_row = (top - below) / (second - first)
+    return top - (row - first) * per_row, per_row
+
+
 def test_a_line_chart_puts_each_point_at_its_height_and_column():
     pruned = (0, 1, 2, 3, 4, 5)
     accuracy = (0.95, 0.94, 0.94, 0.90, 0.70, 0.40)
@@ -57,28 +70,64 @@ def test_a_line_chart_puts_each_point_at_its_height_and_column():
     text = text_of(figure(chart))
     rows = chart_rows(text)
     assert "Accuracy as heads are pruned" in text and "heads pruned" in text and "● accuracy" in text
-    assert rows[0].startswith("0.95") and rows[-1].startswith(" 0.4")  # the y range, top and bottom
+    # the y axis: labels at even steps, every few rows, the first row and the last labelled,
+    # covering the values
+    labels = y_labels(rows)
+    assert len(labels) >= 3 and 0 in labels and len(rows) - 1 in labels
+    places, values = sorted(labels), [labels[i] for i in sorted(labels)]
+    assert len({b - a for a, b in zip(places, places[1:], strict=False)}) == 1
+    assert len({round(a - b, 9) for a, b in zip(values, values[1:], strict=False)}) == 1
+    assert values[0] >= 0.95 and values[-1] <= 0.4
     plot = [row.split("│", 1)[1] for row in rows]
     columns = [[i for i, ch in enumerate(row) if ch == "●"] for row in plot]
-    # the highest point (0 pruned) on the top row, leftmost; the lowest (5 pruned) bottom right
-    assert columns[0][0] == min(c for cs in columns for c in cs)
-    assert columns[-1] == [max(c for cs in columns for c in cs)]
+    # each point reads off the axis as its value, to half a row
     heights = {c: row for row, cs in enumerate(columns) for c in cs}
+    for value, column in zip(accuracy, sorted(heights), strict=True):
+        read, per_row = read_off(rows, heights[column])
+        assert abs(read - value) <= per_row / 2 + 1e-9, (value, read)
+    # the highest point (0 pruned) leftmost, the lowest (5 pruned) rightmost
     assert [heights[c] for c in sorted(heights)] == sorted(heights.values())  # falls left to right
     ticks = text.splitlines()[text.splitlines().index(next(r for r in text.splitlines() if "└" in r)) + 1]
     assert ticks.split() == ["0", "1", "2", "3", "4", "5"]
     # each tick stands under its points
-    assert ticks.index("5") == columns[-1][0] + len(rows[-1].split("│")[0]) + 1
+    assert ticks.index("5") == max(heights) + len(rows[-1].split("│")[0]) + 1
 
 
 def test_a_rising_series_has_its_highest_point_in_the_right_column_and_every_series_a_marker():
     chart = LineChart("loss and accuracy", (1, 2, 3, 4), {"rising": (0.1, 0.2, 0.5, 0.9), "flat": (0.3,) * 4})
     text = text_of(figure(chart))
     plot = [row.split("│", 1)[1] for row in chart_rows(text)]
-    top = plot[0]
+    top = next(row for row in plot if row.strip())
     assert top.strip() == "●" and top.index("●") == max(r.rfind("●") for r in plot)
-    assert all("▲" in row for row in plot if "▲" in row) and sum("▲" in row for row in plot) == 1
+    assert sum("▲" in row for row in plot) == 1 and next(r for r in plot if "▲" in r).count("▲") == 4
     assert "● rising" in text and "▲ flat" in text
+
+
+def test_points_of_two_series_in_one_cell_are_drawn_side_by_side():
+    chart = LineChart("two orders", (0, 1, 2), {"first": (1.0, 0.5, 0.0), "second": (1.0, 0.2, 0.0)})
+    plot = [row.split("│", 1)[1] for row in chart_rows(text_of(figure(chart)))]
+    assert sum("●▲" in row for row in plot) == 2  # both 1.0 and both 0.0: neither hides the other
+    assert sum(row.count("●") for row in plot) == 3 and sum(row.count("▲") for row in plot) == 3
+
+
+def test_the_charts_of_one_screen_give_a_series_name_the_same_marker_and_two_names_two():
+    from course.render.pictures import series_markers
+
+    before = LineChart("before", (1, 2), {"mean": (0.1, 0.9), "modulo": (0.1, 0.2)})
+    after = LineChart("after", (1, 2), {"mha": (0.9, 0.9), "mean": (0.5, 0.8)})
+    markers = series_markers([before, NumberTable("t", ("a",), ((1,),)), after])
+    assert markers == {"mean": "●", "modulo": "▲", "mha": "■"}
+    assert "■ mha   ● mean" in text_of(figure(after, markers))
+
+
+def test_a_chart_wider_than_the_console_narrows_its_columns_and_keeps_its_ticks_apart():
+    chart = LineChart("many points", tuple(range(1000, 1030)), {"flat": (0.5,) * 30})
+    console = Console(record=True, width=60, color_system=None)
+    console.print(figure(chart))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 60
+    ticks = lines[lines.index(next(r for r in lines if "└" in r)) + 1].split()
+    assert ticks[0] == "1000" and all(len(t) == 4 for t in ticks) and 2 <= len(ticks) < 30
 
 
 def test_a_number_table_shows_its_columns_and_each_value_in_its_format():

@@ -235,7 +235,9 @@ def _overwrite_kept_examples():
     import os
     from pathlib import Path
 
-    kept = Path(os.environ["XDG_CACHE_HOME"]) / "attention-course" / "examples" / "l03_attention.json"
+    # The cache folder, as an attacker who knows it would write it (the worker's environment
+    # does not hold it: only an allow-list of the grader's environment passes).
+    kept = Path(CACHE_HOME) / "attention-course" / "examples" / "l03_attention.json"
     try:
         kept.write_text('{"key": "forged", "checks": {}}')
     except OSError as problem:
@@ -258,7 +260,8 @@ def test_learner_code_cannot_write_the_kept_examples(tmp_path, monkeypatch):
     assert actions.grade_lesson(lesson(), folder).passed  # writes the kept examples
     kept = result_cache.examples_file(LESSON)
     written = kept.read_bytes()
-    (folder / f"{LESSON}.py").write_text((SOLUTIONS / f"{LESSON}.py").read_text() + WRITER)
+    writer = WRITER.replace("CACHE_HOME", repr(str(tmp_path / "cache")))
+    (folder / f"{LESSON}.py").write_text((SOLUTIONS / f"{LESSON}.py").read_text() + writer)
     result = actions.grade_lesson(lesson(), folder)
     assert "refused" in result.output and result.passed
     assert kept.read_bytes() == written

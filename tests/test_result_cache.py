@@ -190,7 +190,8 @@ def forge():
     module = "l02_softmax"
     key = result_cache.key(folder, module, client.fingerprint())
     entry = result_cache._entry(folder, module)  # makes the folder, if it may
-    entry = entry or Path(result_cache.os.environ["XDG_CACHE_HOME"]) / "attention-course/results/x.json"
+    # As an attacker who knows the cache folder would (the worker's environment does not hold it).
+    entry = entry or Path(CACHE_HOME) / "attention-course/results/x.json"
     passed = {"lesson": module, "status": "passed", "exercises": []}
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +206,9 @@ def test_learner_code_cannot_write_a_grade_into_the_cache(cached, tmp_path):
     workspace, graded = cached
     source = (SOLUTIONS / f"{L01}.py").read_text()
     forging = source.replace("def linear(x, w, b=None):\n", "def linear(x, w, b=None):\n    forge()\n", 1)
-    (workspace / f"{L01}.py").write_text(forging + FORGER)
+    (workspace / f"{L01}.py").write_text(
+        forging + FORGER.replace("CACHE_HOME", repr(str(tmp_path / "cache")))
+    )
     result = actions.grade_lesson(lesson(), workspace)
     assert "refused" in result.output  # the worker may write no file (see course/engine/sandbox/landlock.py)
     assert not list((tmp_path / "cache").rglob("x.json"))

@@ -88,16 +88,12 @@ def result_screen(
 
 
 def _problem_panel(exercise: str, check: CheckResult) -> Panel:
-    """One check not passed, in full; a hand-checked case says so in its title."""
-    title = f"{exercise}: {check_title(check)}"
-    if check.kind == HAND_CHECKED:
-        title += " (hand-checked)"
-    return Panel(
-        plain(check.message or "(no message)"),
-        title=escape(title),
-        title_align="left",
-        border_style=STYLE.get(check.status, "red"),
-    )
+    """One check not passed, in full: the exercise in the panel's title (with "hand-checked"
+    for a case worked out by hand), the check's own title as the first line, where a long one
+    wraps instead of being cut as a panel title is."""
+    title = f"{exercise} (hand-checked)" if check.kind == HAND_CHECKED else exercise
+    body = Text(check_title(check), style="bold") + "\n" + plain(check.message or "(no message)")
+    return Panel(body, title=escape(title), title_align="left", border_style=STYLE.get(check.status, "red"))
 
 
 def _what_now(lesson: Lesson, result: LessonResult, session: Session, watching: bool = False) -> Text:

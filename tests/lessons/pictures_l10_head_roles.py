@@ -151,7 +151,8 @@ def figures(module):
             tuple(labels),
         ),
         NumberTable(
-            f"Your measurements ({MEASURED_ON} sequences of {LENGTH} tokens; 'last {LAST}': the last "
+            f"Your measurements (the {MEASURED_ON} task sequences of {LENGTH} tokens of the labels above; "
+            f"'last {LAST}': the last "
             f"{LAST} query rows against all {LENGTH} keys, as a KV-cache decode sees them)",
             ("layer", "head", "confidence", "share -1", f"-1, last {LAST}", "share 0", "role"),
             tuple(rows),

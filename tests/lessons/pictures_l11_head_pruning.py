@@ -87,22 +87,26 @@ def figures(module: LearnerModule) -> list:
     )
     rho = _spearman(ranks["importance order"], ranks["ablation order"])
     share = tuple(round(100.0 * k / n, 1) for k in range(n + 1))
+    card_sequences = tiny_model.card()["eval"]["sequences"]
     return [
         NumberTable(
-            f"Each head of the tiny model (L layer, H head) on {SEQUENCES} copy-task sequences: what "
-            "removing it alone costs, its importance E|dL/dxi| (each layer's row of l2 norm 1), and "
-            "the step at which each order prunes it (1 = first; imp. = by importance, abl. = by "
-            f"ablation loss). Spearman rank correlation of the two orders: {rho:.2f}",
+            f"Each head of the tiny model (L layer, H head) on {SEQUENCES} copy-task sequences (seed "
+            f"{SEED}): what removing it alone costs, its importance E|dL/dxi| (each layer's row of l2 "
+            "norm 1), and the step at which each order prunes it (1 = first; imp. = by importance, "
+            f"abl. = by ablation loss). Spearman rank correlation of the two orders: {rho:.2f}. "
+            f"Role (card): the model card's role, measured on its own {card_sequences} evaluation "
+            "sequences.",
             ("head", "role (card)", "loss change", "acc. change", "importance", "imp. step", "abl. step"),
             rows,
             ("", "", "+.3f", "+.3f", ".3f", "d", "d"),
         ),
         LineChart(
-            "Accuracy as heads are pruned one at a time, least important first (where both orders "
-            "give the same accuracy, the second marker hides the first)",
+            f"Accuracy on the same {SEQUENCES} sequences as heads are pruned one at a time, least "
+            "important first (two markers side by side: both orders give that accuracy)",
             share,
             curves,
             x_label=f"% of the {n} heads pruned",
             y_label="accuracy on the scored positions",
+            height=20,  # a row per 0.05 of accuracy: the values the lesson quotes can be read
         ),
     ]

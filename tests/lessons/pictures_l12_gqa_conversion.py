@@ -84,7 +84,8 @@ def figures(module):
     n_heads = cfg["n_heads"]
     counts = tuple(g for g in range(1, n_heads + 1) if n_heads % g == 0)  # 1, 2, 4
     model = tiny_model.load()
-    tokens, targets, _ = tiny_model.make_task(MEASURED_ON, seed=tiny_model.card()["eval"]["seed"])
+    seed = tiny_model.card()["eval"]["seed"]
+    tokens, targets, _ = tiny_model.make_task(MEASURED_ON, seed=seed)
     tables = {m: measured(module, model, tokens, targets, n_heads, counts, m) for m in METHODS}
     cache = tables["mean"]["cache_bytes"]
     rows = []
@@ -103,14 +104,16 @@ def figures(module):
             )
     return [
         NumberTable(
-            f"tiny model converted to G key/value heads, no uptraining ({MEASURED_ON} copy-task sequences; "
-            f"G = {n_heads} is the MHA model; chance accuracy {1 / cfg['vocab_size']:.3f})",
+            f"tiny model converted to G key/value heads, no uptraining ({MEASURED_ON} copy-task sequences "
+            f"drawn with seed {seed}; G = {n_heads} is the MHA model; chance accuracy "
+            f"{1 / cfg['vocab_size']:.3f})",
             ("method", "G", "logit error", "loss", "accuracy", "KV bytes/seq"),
             tuple(rows),
             ("", "d", ".3f", ".3f", ".3f", "d"),
         ),
         LineChart(
-            "accuracy against the number of key/value heads G",
+            f"accuracy against the number of key/value heads G (the {MEASURED_ON} sequences of the "
+            "table above)",
             tuple(float(g) for g in counts),
             {m: tuple(float(a) for a in tables[m]["accuracy"][0]) for m in METHODS},
             x_label="key/value heads G",
@@ -141,22 +144,25 @@ def uptraining_figures() -> list:
         for run in data["runs"]
     )
     curves = [run for run in data["runs"] if run["n_kv_heads"] == 1 or run["method"] == "mha"]
+    evaluation = data.get("eval", tiny_model.card()["eval"])
+    sequences = f"the model card's {evaluation['sequences']} evaluation sequences (seed {evaluation['seed']})"
     return [
         NumberTable(
             f"after uptraining {steps} steps ({steps / base:.0%} of the base model's {base}; "
-            f"tools/uptrain_gqa.py{stale}; 'mha': the MHA model trained {steps} steps more)",
+            f"tools/uptrain_gqa.py{stale}; 'mha': the MHA model trained {steps} steps more), "
+            f"measured on {sequences}: other sequences than the {MEASURED_ON} of the first table, "
+            "so 'accuracy before' differs a little from its accuracy",
             ("method", "G", "accuracy before", "accuracy after", "loss after"),
             rows,
             ("", "d", ".3f", ".3f", ".3f"),
         ),
         LineChart(
-            "accuracy during uptraining, G = 1 (multi-query attention)",
+            f"accuracy during uptraining on {sequences}: mean, first and random at G = 1 "
+            "(multi-query attention), mha the unconverted model (G = 4)",
             tuple(float(point["step"]) for point in curves[0]["curve"]),
-            {
-                f"{run['method']} G={run['n_kv_heads']}": tuple(float(p["accuracy"]) for p in run["curve"])
-                for run in curves
-            },
+            {run["method"]: tuple(float(p["accuracy"]) for p in run["curve"]) for run in curves},
             x_label="uptraining step",
             y_label="accuracy",
+            height=20,  # a row per 0.05 of accuracy: the values the lesson quotes can be read
         ),
     ]
