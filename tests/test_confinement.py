@@ -466,3 +466,30 @@ def test_what_a_submission_may_read_never_holds_the_course_beyond_its_engine(tmp
         for hidden in secret:
             assert not (Path(path) == hidden or Path(path) in hidden.parents), (path, hidden)
             assert not hidden.resolve().is_relative_to(path), (path, hidden)
+
+
+def test_a_paused_worker_takes_no_cpu_and_its_import_clock_stops_meanwhile(tmp_path):
+    """A class's submission loaded ahead that loops at import is paused while another is
+    graded (class_stream.Ahead): it takes no CPU then, and its import's time limit does not
+    run while it waits."""
+    (tmp_path / "l00_spinner.py").write_text("while True:\n    pass\n")
+    module = learner_module.LearnerModule(tmp_path, "l00_spinner", Limits(import_seconds=30.0))
+    worker = module.workers[-1]
+    try:
+        deadline = time.monotonic() + 10
+        while worker.cpu_seconds() < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loaded = worker.loaded_at
+        worker.pause()
+        time.sleep(0.1)  # the signal is sent by its keeper
+        before = worker.cpu_seconds()
+        time.sleep(0.5)
+        assert worker.cpu_seconds() - before < 0.05 and worker.paused
+        worker.resume()
+        assert not worker.paused and worker.loaded_at >= loaded + 0.5
+        resumed, deadline = worker.cpu_seconds(), time.monotonic() + 10
+        while worker.cpu_seconds() <= resumed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.cpu_seconds() > resumed  # it spins again
+    finally:
+        module.close()

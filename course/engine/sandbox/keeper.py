@@ -11,8 +11,9 @@ signal scoping).
 The keeper talks to the grader over two pipes:
 
 - control (grader -> keeper): ``u`` asks for a stack dump (SIGUSR1 to the worker, sent by the
-  process that reaps it, so never to a recycled pid); ``k``, end of file (the grader closed it or
-  died) or SIGTERM means stop.
+  process that reaps it, so never to a recycled pid); ``s`` and ``c`` pause the worker's group
+  and let it go on (SIGSTOP, SIGCONT: a class's submission loaded ahead may not take the CPU
+  another's grade needs); ``k``, end of file (the grader closed it or died) or SIGTERM means stop.
 - status (keeper -> grader): ``P<pid>`` once, the worker's pid; ``X<status>`` when the worker
   ended, its raw wait status; ``E0`` once its sweep is done, just before it exits (a keeper
   forked by the zygote is not the grader's child, so the grader cannot wait for it).
@@ -152,6 +153,13 @@ def _keep(worker: int, control_fd: int, status_fd: int) -> None:
                 return
             if b"u" in orders:  # the worker is not reaped yet (we reap it above), so it is ours
                 os.kill(worker, signal.SIGUSR1)
+            for order in orders:  # pause, go on: in the order sent
+                sent = {ord("s"): signal.SIGSTOP, ord("c"): signal.SIGCONT}.get(order)
+                if sent is not None:
+                    try:
+                        os.killpg(worker, sent)
+                    except OSError:
+                        pass
 
 
 def _sweep(worker: int) -> None:

@@ -8,6 +8,7 @@ about a worker that died or overran are written in ``endings``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -101,6 +102,7 @@ class Worker:
                 os.close(fd)
         self.import_info: dict | None = None
         self.loaded_at: float | None = None  # when ``load`` was sent: the import's clock starts
+        self._paused_at: float | None = None  # see ``pause``
 
     def _open(self) -> tuple[int, int, int, int, int]:
         """New pipes and files; returns the keeper's ends (request, response, control, status,
@@ -298,6 +300,36 @@ class Worker:
     def where_busy(self, source_dir: Path) -> str:
         """Where a worker that overran its time is stuck, or '' (see ``endings``)."""
         return endings.where_busy(self, source_dir)
+
+    def pause(self) -> None:
+        """Stop the worker where it is (its keeper sends SIGSTOP to its group); its import's
+        time limit does not run meanwhile (``resume`` moves ``loaded_at`` on)."""
+        if self._paused_at is None:
+            with contextlib.suppress(OSError):
+                os.write(self._control, b"s")
+                self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        """Let a paused worker go on; its import's clock moves on by the time it was paused."""
+        if self._paused_at is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._control, b"c")
+            if self.loaded_at is not None:
+                self.loaded_at += time.monotonic() - self._paused_at
+            self._paused_at = None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the worker has used so far, as the kernel counts it (0 if unknown)."""
+        try:
+            with open(self._proc("stat"), encoding="ascii") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
 
     def ask_for_stack_dump(self) -> None:
         """Have the keeper signal the worker to dump its stack into what it prints

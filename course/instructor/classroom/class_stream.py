@@ -64,6 +64,8 @@ class Shared:
 
 AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
 SUBMISSION_MEMORY = 6 * 1024**3  # what one submission's workers may hold at once, together
+AHEAD_CPU_SECONDS = 0.1  # CPU an import loaded ahead may take before it waits for its turn
+RUNNING_WHILE_WAITING = 2  # costly imports that run while a process waits, first in line first
 
 
 def submission_limits(lessons: int) -> Limits:
@@ -193,6 +195,27 @@ class Ahead:
             bundle.pending += 1
 
     # -- choosing the next grade -------------------------------------------------------------
+    def _share_the_cpu(self, waiting: bool) -> None:
+        """A module loaded ahead imports freely while its import costs little (the course's
+        take hundredths of a second). Past ``AHEAD_CPU_SECONDS`` it is paused while another
+        module is graded, and while this process waits for imports only the first
+        ``RUNNING_WHILE_WAITING`` such modules in line run: a submission that loops at import
+        takes no CPU another's grade needs. A paused import's time limit does not run
+        (``Worker.pause``)."""
+        taken = 0
+        for unit in self.units:
+            worker = unit.learner.workers[-1]
+            if worker.import_settled():
+                worker.resume()
+                continue
+            if not worker.paused and worker.cpu_seconds() <= AHEAD_CPU_SECONDS:
+                continue
+            if waiting and taken < RUNNING_WHILE_WAITING:
+                worker.resume()
+                taken += 1
+            else:
+                worker.pause()
+
     def next_unit(self) -> one_session.Unit | None:
         """The first module (in the order taken) whose import is over; waits for one if none
         is, and takes more bundles while fewer than ``window`` modules are ahead."""
@@ -201,6 +224,7 @@ class Ahead:
                 self._take_one()
             if not self.units:
                 return None
+            self._share_the_cpu(waiting=True)
             soonest = float("inf")
             for unit in self.units:
                 worker = unit.learner.workers[-1]
@@ -209,6 +233,8 @@ class Ahead:
                 before = time.monotonic()
                 settled = worker.import_settled()
                 after = time.monotonic()
+                if worker.paused:
+                    continue  # it runs again when first in line
                 if settled and after <= limit:
                     return self._pop(unit)  # finished within its limit: graded with that import
                 if settled:  # ended unseen between two looks: when, nobody knows; load it again
@@ -228,6 +254,8 @@ class Ahead:
 
     def _pop(self, unit: one_session.Unit) -> one_session.Unit:
         self.units.remove(unit)
+        unit.learner.workers[-1].resume()
+        self._share_the_cpu(waiting=False)  # the others, while this one is graded
         return unit
 
     def done(self, unit: one_session.Unit, result: LessonResult | Exception) -> None:
