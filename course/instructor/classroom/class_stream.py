@@ -25,6 +25,7 @@ import multiprocessing
 import select
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,6 +67,7 @@ AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading p
 SUBMISSION_MEMORY = 6 * 1024**3  # what one submission's workers may hold at once, together
 AHEAD_CPU_SECONDS = 0.1  # CPU an import loaded ahead may take before it waits for its turn
 RUNNING_WHILE_WAITING = 2  # costly imports that run while a process waits, first in line first
+WATCH_SECONDS = 0.02  # how often imports loaded ahead are looked at while a module is graded
 
 
 def submission_limits(lessons: int) -> Limits:
@@ -119,12 +121,17 @@ class Ahead:
         self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
         self.limits = submission_limits(len(self.lessons))
         self.units: list[one_session.Unit] = []  # loading or loaded, in the order taken
+        self._turns = threading.Lock()  # held to change units or who runs (``_take_turns``, ``_watch``)
+        self._grading = False
         self.open: dict[int, _Bundle] = {}
         self.exhausted = False
 
     def run(self) -> None:
         """Grade every bundle ``take`` gives; a bundle left unfinished (the session itself
         failed) gets a row that says the grader failed."""
+        watching = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(watching,), daemon=True)
+        watcher.start()
         try:
             if self.lessons:
                 one_session.grade_units(self.lessons, self.next_unit, self.done)
@@ -132,6 +139,8 @@ class Ahead:
                 while not self.exhausted:
                     self._take_one()
         finally:
+            watching.set()
+            watcher.join()
             for unit in self.units:
                 unit.learner.close()
             for bundle in list(self.open.values()):
@@ -195,13 +204,14 @@ class Ahead:
             bundle.pending += 1
 
     # -- choosing the next grade -------------------------------------------------------------
-    def _share_the_cpu(self, waiting: bool) -> None:
+    def _take_turns(self, waiting: bool) -> None:
         """A module loaded ahead imports freely while its import costs little (the course's
         take hundredths of a second). Past ``AHEAD_CPU_SECONDS`` it is paused while another
         module is graded, and while this process waits for imports only the first
         ``RUNNING_WHILE_WAITING`` such modules in line run: a submission that loops at import
         takes no CPU another's grade needs. A paused import's time limit does not run
-        (``Worker.pause``)."""
+        (``Worker.pause``). Called with ``_turns`` held."""
+        self._grading = not waiting
         taken = 0
         for unit in self.units:
             worker = unit.learner.workers[-1]
@@ -216,47 +226,64 @@ class Ahead:
             else:
                 worker.pause()
 
+    def _watch(self, stop: threading.Event) -> None:
+        """While a module is graded, pause every import loaded ahead as soon as it costs more
+        than ``AHEAD_CPU_SECONDS`` (between two grades ``_take_turns`` does it too), so that a
+        loop at import takes little from the grade running meanwhile. Every unit it looks at
+        is one of ``units`` under the lock, so never a closed worker's reused descriptor."""
+        while not stop.wait(WATCH_SECONDS):
+            with self._turns:
+                if not self._grading:
+                    continue
+                for unit in self.units:
+                    worker = unit.learner.workers[-1]
+                    if not worker.paused and worker.cpu_seconds() > AHEAD_CPU_SECONDS:
+                        if not worker.import_settled():
+                            worker.pause()
+
     def next_unit(self) -> one_session.Unit | None:
         """The first module (in the order taken) whose import is over; waits for one if none
         is, and takes more bundles while fewer than ``window`` modules are ahead."""
         while True:
-            while not self.exhausted and len(self.units) < self.window:
-                self._take_one()
-            if not self.units:
-                return None
-            self._share_the_cpu(waiting=True)
-            soonest = float("inf")
-            for unit in self.units:
-                worker = unit.learner.workers[-1]
-                assert worker.loaded_at is not None  # LearnerModule loads as it starts a worker
-                limit = worker.loaded_at + unit.learner.limits.import_seconds
-                before = time.monotonic()
-                settled = worker.import_settled()
-                after = time.monotonic()
-                if worker.paused:
-                    continue  # it runs again when first in line
-                if settled and after <= limit:
-                    return self._pop(unit)  # finished within its limit: graded with that import
-                if settled:  # ended unseen between two looks: when, nobody knows; load it again
-                    unit.learner.close()
-                    unit.learner = _sealed(unit.source_dir, unit.lesson.module, self.limits)
-                    return self._pop(unit)  # its grade waits for the new import, as a check does
-                if before >= limit:
-                    unit.learner.expire_import()
-                    return self._pop(unit)
-                soonest = min(soonest, limit)
-            select.select(
-                [unit.learner.workers[-1] for unit in self.units],
-                [],
-                [],
-                max(0.0, soonest - time.monotonic()),
-            )
+            with self._turns:
+                while not self.exhausted and len(self.units) < self.window:
+                    self._take_one()
+                if not self.units:
+                    return None
+                self._take_turns(waiting=True)
+                chosen, soonest = self._choose()
+                if chosen is not None:
+                    self.units.remove(chosen)
+                    chosen.learner.workers[-1].resume()
+                    self._take_turns(waiting=False)  # the others, while this one is graded
+                    return chosen
+                waiting_on = [unit.learner.workers[-1] for unit in self.units]
+            select.select(waiting_on, [], [], max(0.0, soonest - time.monotonic()))
 
-    def _pop(self, unit: one_session.Unit) -> one_session.Unit:
-        self.units.remove(unit)
-        unit.learner.workers[-1].resume()
-        self._share_the_cpu(waiting=False)  # the others, while this one is graded
-        return unit
+    def _choose(self) -> tuple[one_session.Unit | None, float]:
+        """The unit to grade now, if one is ready (its import over, or past its limit), else
+        None and when the soonest limit falls."""
+        soonest = float("inf")
+        for unit in self.units:
+            worker = unit.learner.workers[-1]
+            assert worker.loaded_at is not None  # LearnerModule loads as it starts a worker
+            if worker.paused:
+                continue  # it runs again when first in line
+            limit = worker.loaded_at + unit.learner.limits.import_seconds
+            before = time.monotonic()
+            settled = worker.import_settled()
+            after = time.monotonic()
+            if settled and after <= limit:
+                return unit, soonest  # finished within its limit: graded with that import
+            if settled:  # ended unseen between two looks: when, nobody knows; load it again
+                unit.learner.close()
+                unit.learner = _sealed(unit.source_dir, unit.lesson.module, self.limits)
+                return unit, soonest  # its grade waits for the new import, as a check does
+            if before >= limit:
+                unit.learner.expire_import()
+                return unit, soonest
+            soonest = min(soonest, limit)
+        return None, soonest
 
     def done(self, unit: one_session.Unit, result: LessonResult | Exception) -> None:
         bundle, digest = _tag(unit)
