@@ -493,3 +493,61 @@ def test_a_paused_worker_takes_no_cpu_and_its_import_clock_stops_meanwhile(tmp_p
         assert worker.cpu_seconds() > resumed  # it spins again
     finally:
         module.close()
+
+
+def test_a_submissions_workers_share_one_memory_cgroup_where_one_can_be_made(tmp_path):
+    """Where a memory cgroup can be made below the grader's own (cgroup v1's memory hierarchy
+    here, v2 with the controller delegated elsewhere), a submission's workers go in one before
+    they load anything, and its limit bounds them together: here one worker that holds more
+    than the group's 160 MiB is killed, though its own limit would let it."""
+    from course.engine.sandbox import cgroups
+
+    group = cgroups.SubmissionGroup.make(160 * 2**20)
+    if group is None:
+        pytest.skip("no memory cgroup can be made below this process's own on this machine")
+    hungry = "import numpy as np\n\ndef hold(mib):\n    return float(np.ones(mib * 2**17).sum())\n"
+    (tmp_path / "l00_hungry.py").write_text(hungry)
+    module = learner_module.LearnerModule(tmp_path, "l00_hungry", Limits(call_seconds=10.0), group=group)
+    try:
+        assert module.hold(16) == 16 * 2**17  # small enough: the group holds it
+        assert group.holds(module.workers[-1].pid)
+        with pytest.raises(errors.LearnerError, match="SIGKILL"):
+            module.hold(400)
+    finally:
+        module.close()
+        group.close()
+    assert not group.folder.exists()
+
+
+def test_where_no_cgroup_can_be_made_a_class_falls_back_on_shares_of_the_budget(monkeypatch):
+    from course.engine.sandbox import cgroups
+    from course.instructor.classroom import class_stream
+
+    monkeypatch.setattr(cgroups.SubmissionGroup, "make", classmethod(lambda cls, limit: None))
+    modules = ["l01_projections", "l02_softmax", "l03_attention"]
+    ahead = class_stream.Ahead([], modules, lambda: None, lambda index, row: None)
+    assert not ahead.grouped and ahead.limits == class_stream.submission_limits(3)
+    monkeypatch.undo()
+    grouped = class_stream.Ahead([], modules, lambda: None, lambda index, row: None)
+    if grouped.grouped:  # the cgroup branch: each worker keeps its own limit, the group bounds all
+        assert grouped.limits == Limits.from_env()
+
+
+def test_the_groups_of_a_grading_process_that_was_killed_are_swept_and_no_other(tmp_path):
+    from course.engine.sandbox import cgroups
+
+    own = cgroups.SubmissionGroup.make(64 * 2**20)
+    if own is None:
+        pytest.skip("no memory cgroup can be made below this process's own on this machine")
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)  # a grading process that has ended: its pid is free
+    orphan = own.folder.parent / f"course-{dead}-0"
+    orphan.mkdir()
+    try:
+        cgroups.sweep()
+        assert not orphan.exists() and own.folder.exists()  # ours: this process is alive
+    finally:
+        own.close()
+        cgroups.SubmissionGroup(orphan).close(seconds=0)

@@ -32,7 +32,7 @@ from course.engine.calls.errors import (
 )
 from course.engine.calls.measured import Measurement, measure_call
 from course.engine.calls.replies import LAST_REPLY, SharedInputs, check_reply, checked_trace, malformed_reply
-from course.engine.sandbox import powers, seccomp
+from course.engine.sandbox import cgroups, powers, seccomp
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
 from course.engine.wire import messages
@@ -88,6 +88,7 @@ class LearnerModule:
         spare: tuple[Worker, Path] | None = None,
         lessons: Sequence[str] | None = None,
         readable: Sequence[str] | None = None,
+        group: cgroups.SubmissionGroup | None = None,
     ) -> None:
         """``spare``: a blank worker started ahead of time and its scratch folder, adopted
         (and removed at close) by this module. ``lessons``: the module names that are lessons
@@ -95,6 +96,7 @@ class LearnerModule:
         ``readable``: the only paths its workers may read (a submission's, see
         ``landlock.readable_paths``); None: no such limit."""
         self.readable = list(readable) if readable is not None else None
+        self.group = group  # the memory cgroup every worker of it goes in before it loads
         self.source_dir = Path(source_dir).resolve()
         self.module = module
         self.lessons = list(lessons) if lessons is not None else lesson_modules(module)
@@ -121,6 +123,8 @@ class LearnerModule:
         if spare is not None and worker is None:
             spare.kill()
         worker = worker or Worker(self.scratch)
+        if self.group is not None:
+            self.group.add(worker.pid or 0)  # before anything of the learner's is loaded
         worker.load(self.source_dir, self.module, self.limits, self.lessons, self.readable)
         self.worker = worker
         self.workers.append(worker)
@@ -182,6 +186,12 @@ class LearnerModule:
             self.retire(worker)
             raise LearnerError(message) from None
         sealed_without_filter = self.readable is not None and seccomp.filters_of(worker.pid or 0) < 2
+        if report.get("ok") and self.group is not None and not self.group.holds(worker.pid or 0):
+            self.retire(worker)
+            raise LearnerError(
+                "The grader could not put the process running this code in its submission's "
+                "memory cgroup, so it stopped it: a problem of this machine, not of the code."
+            )
         if report.get("ok") and sealed_without_filter:  # the worker's own, forbidding processes
             self.retire(worker)
             raise LearnerError(

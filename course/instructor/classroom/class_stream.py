@@ -36,7 +36,7 @@ from course.engine.calls.learner_module import LearnerModule
 from course.engine.grading import blame, one_session
 from course.engine.grading.report import oversized_file_result
 from course.engine.results import PASSED, LessonResult
-from course.engine.sandbox import landlock
+from course.engine.sandbox import cgroups, landlock
 from course.engine.sandbox.limits import Limits
 from course.instructor.classroom import similarity
 from course.instructor.classroom.safe_text import safe_text
@@ -71,10 +71,11 @@ WATCH_SECONDS = 0.02  # how often imports loaded ahead are looked at while a mod
 
 
 def submission_limits(lessons: int) -> Limits:
-    """Each worker's limits when a submission's ``lessons`` load together: memory is limited
-    per process (RLIMIT_AS), so each gets its share of ``SUBMISSION_MEMORY``, one share kept
-    for a lesson's measured worker. A sealed worker starts no process (see
-    ``seccomp.forbid_processes``), so its share is all a submission's code can hold."""
+    """Each worker's limits when a submission's ``lessons`` load together and no memory cgroup
+    can bound them (``cgroups``): memory is limited per process (RLIMIT_AS), so each gets its
+    share of ``SUBMISSION_MEMORY``, one share kept for a lesson's measured worker. A sealed
+    worker starts no process (see ``seccomp.forbid_processes``), so its share is all a
+    submission's code can hold."""
     limits = Limits.from_env()
     share = SUBMISSION_MEMORY // (lessons + 1)
     return dataclasses.replace(limits, memory_bytes=min(limits.memory_bytes, share))
@@ -94,6 +95,7 @@ class _Bundle:
         self.index, self.row, self.folder = index, row, folder
         self.pending = 0
         self.claimed: dict | None = None  # what its result file says
+        self.group: cgroups.SubmissionGroup | None = None  # its workers' memory cgroup, if any
 
 
 class Ahead:
@@ -119,7 +121,14 @@ class Ahead:
         self.window = window or window_for(len(modules), 1)
         self.catalog = load_catalog()
         self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
-        self.limits = submission_limits(len(self.lessons))
+        # A memory cgroup per submission where one can be made below ours; else workers that
+        # start no process, each with its share of the budget (``submission_limits``).
+        probe = cgroups.SubmissionGroup.make(SUBMISSION_MEMORY)
+        self.grouped = probe is not None
+        if probe is not None:
+            probe.close()
+        self.limits = Limits.from_env() if self.grouped else submission_limits(len(self.lessons))
+        self.groups: list[cgroups.SubmissionGroup] = []
         self.units: list[one_session.Unit] = []  # loading or loaded, in the order taken
         self._turns = threading.Lock()  # held to change units or who runs (``_take_turns``, ``_watch``)
         self._grading = False
@@ -143,6 +152,8 @@ class Ahead:
             watcher.join()
             for unit in self.units:
                 unit.learner.close()
+            for group in self.groups:
+                group.close()  # those whose last worker ended after its submission's row
             for bundle in list(self.open.values()):
                 failed(bundle.row, "its grading session ended early")
                 self._finish(bundle)
@@ -182,6 +193,11 @@ class Ahead:
             return
         row["problems"] += opened.problems
         row["fingerprints"] = similarity.fingerprints(opened.sources, self.lessons)  # before any code runs
+        if self.grouped:
+            bundle.group = cgroups.SubmissionGroup.make(SUBMISSION_MEMORY)
+            if bundle.group is None:
+                raise RuntimeError("no memory cgroup could be made for this submission")
+            self.groups.append(bundle.group)
         for module in self.modules:
             lesson = self.catalog.by_module(module)
             row["lessons"][module] = None  # filled in as graded, in this order
@@ -198,7 +214,10 @@ class Ahead:
                 continue
             self.units.append(
                 one_session.Unit(
-                    lesson, bundle.folder, _sealed(bundle.folder, module, self.limits), tag=(bundle, digest)
+                    lesson,
+                    bundle.folder,
+                    _sealed(bundle.folder, module, self.limits, bundle.group),
+                    tag=(bundle, digest),
                 )
             )
             bundle.pending += 1
@@ -277,7 +296,7 @@ class Ahead:
                 return unit, soonest  # finished within its limit: graded with that import
             if settled:  # ended unseen between two looks: when, nobody knows; load it again
                 unit.learner.close()
-                unit.learner = _sealed(unit.source_dir, unit.lesson.module, self.limits)
+                unit.learner = _sealed(unit.source_dir, unit.lesson.module, self.limits, _tag(unit)[0].group)
                 return unit, soonest  # its grade waits for the new import, as a check does
             if before >= limit:
                 unit.learner.expire_import()
@@ -308,6 +327,8 @@ class Ahead:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
         row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote the bundle
         shutil.rmtree(bundle.folder, ignore_errors=True)
+        if bundle.group is not None:
+            bundle.group.close()  # its workers are closed: an empty cgroup goes
         self.emit(bundle.index, row)
 
 
@@ -330,10 +351,13 @@ def failed(row: dict, why: str) -> None:
     row["problems"].append(safe_text(f"the grader failed on this bundle: {why}"))
 
 
-def _sealed(folder: Path, module: str, limits: Limits) -> LearnerModule:
+def _sealed(
+    folder: Path, module: str, limits: Limits, group: cgroups.SubmissionGroup | None
+) -> LearnerModule:
     """``module`` of a submission's ``folder``, loading at once in a worker that may read nothing
-    but its folder and the libraries (``landlock.readable_paths``) and start no process."""
-    return LearnerModule(folder, module, limits, readable=landlock.readable_paths(folder))
+    but its folder and the libraries (``landlock.readable_paths``) and start no process, in
+    the submission's memory cgroup where there is one."""
+    return LearnerModule(folder, module, limits, readable=landlock.readable_paths(folder), group=group)
 
 
 def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from course import __version__
 from course.content.catalog import Lesson
 from course.engine.grading import forked
+from course.engine.sandbox import cgroups
 from course.instructor.classroom import class_stream, similarity
 from course.instructor.classroom.safe_text import safe_text
 
@@ -167,6 +168,7 @@ def _one_round(
                 arrived(paths[index], row)
 
     forked.fork_each(processes, grade_taken, received)
+    cgroups.sweep()  # a grading process a submission killed left its submission's group behind
 
 
 def _grade_notebooks(
