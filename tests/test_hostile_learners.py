@@ -6,7 +6,9 @@ real `course check`, and for each of them
 - the JSON is complete (every exercise of the lesson, every check with a known status),
 - the screen fits one screen, shows no traceback of ours and no raw escape sequence,
 - the messages say what happened (each case names words they must contain),
-- no process is left running (found by an environment tag every process of the check inherits),
+- no process is left running (found by a tag in the environment of every process of the check:
+  the variable COURSE_HOSTILE_TAG, and for workers, which get an allow-list of it, their HOME
+  and TMPDIR, made under a temporary folder named after the tag),
   and neither lessons/ nor the learner's files changed.
 
 A case is one file. Its header lines say `# lesson: N`, `# expect: words` (repeatable; every one
@@ -37,6 +39,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -123,6 +126,12 @@ def course(
     )
     if cache is not None:  # the result cache on, in a folder of the case's own
         env.update(COURSE_CACHE="on", XDG_CACHE_HOME=str(cache))
+    if tag:
+        # Workers get an allow-list of the environment, not the tag; their HOME and TMPDIR are
+        # their scratch folder, made under this TMPDIR, whose name carries the tag instead.
+        scratch = Path(tempfile.gettempdir()) / tag
+        scratch.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(scratch)
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "course", *args],
@@ -202,3 +211,4 @@ def test_a_hostile_or_broken_lesson_file_is_graded_safely(path, tmp_path, fresh_
     while processes_tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_tagged(tag) == []
+    shutil.rmtree(Path(tempfile.gettempdir()) / tag, ignore_errors=True)
