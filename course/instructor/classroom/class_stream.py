@@ -65,7 +65,7 @@ class Shared:
 
 AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
 SUBMISSION_MEMORY = 6 * 1024**3  # what one submission's workers may hold at once, together
-AHEAD_CPU_SECONDS = 0.1  # CPU an import loaded ahead may take before it waits for its turn
+AHEAD_CPU_SECONDS = 0.05  # CPU an import loaded ahead may take before it waits for its turn
 RUNNING_WHILE_WAITING = 2  # costly imports that run while a process waits, first in line first
 WATCH_SECONDS = 0.02  # how often imports loaded ahead are looked at while a module is graded
 
