@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
+import os
 import select
 import shutil
 import tempfile
@@ -66,7 +67,6 @@ class Shared:
 AHEAD_IN_ALL = 48  # lesson modules loaded ahead by all of a machine's grading processes together
 SUBMISSION_MEMORY = 6 * 1024**3  # what one submission's workers may hold at once, together
 AHEAD_CPU_SECONDS = 0.05  # CPU an import loaded ahead may take before it waits for its turn
-RUNNING_WHILE_WAITING = 2  # costly imports that run while a process waits, first in line first
 WATCH_SECONDS = 0.02  # how often imports loaded ahead are looked at while a module is graded
 
 
@@ -115,10 +115,14 @@ class Ahead:
         emit: Callable[[int, dict], None],
         same: bool = False,
         window: int | None = None,
+        processes: int = 1,
     ) -> None:
         self.paths, self.modules, self.take, self.emit = paths, modules, take, emit
         self.same = same
-        self.window = window or window_for(len(modules), 1)
+        self.window = window or window_for(len(modules), processes)
+        # Costly imports that may run while this process waits: the cores the other grading
+        # processes do not need, so that they run beside a grade, never in its way.
+        self.running_while_waiting = max(1, (os.cpu_count() or 1) // processes)
         self.catalog = load_catalog()
         self.lessons = [lesson for lesson in map(self.catalog.by_module, modules) if lesson is not None]
         # A memory cgroup per submission where one can be made below ours; else workers that
@@ -227,7 +231,7 @@ class Ahead:
         """A module loaded ahead imports freely while its import costs little (the course's
         take hundredths of a second). Past ``AHEAD_CPU_SECONDS`` it is paused while another
         module is graded, and while this process waits for imports only the first
-        ``RUNNING_WHILE_WAITING`` such modules in line run: a submission that loops at import
+        ``running_while_waiting`` such modules in line run: a submission that loops at import
         takes no CPU another's grade needs. A paused import's time limit does not run
         (``Worker.pause``). Called with ``_turns`` held."""
         self._grading = not waiting
@@ -239,7 +243,7 @@ class Ahead:
                 continue
             if not worker.paused and worker.cpu_seconds() <= AHEAD_CPU_SECONDS:
                 continue
-            if waiting and taken < RUNNING_WHILE_WAITING:
+            if waiting and taken < self.running_while_waiting:
                 worker.resume()
                 taken += 1
             else:

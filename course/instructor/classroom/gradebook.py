@@ -159,7 +159,9 @@ def _one_round(
         def emit(index: int, row: dict) -> None:
             send([index, row])
 
-        class_stream.Ahead(paths, modules, shared.take, emit, same=same, window=window).run()
+        class_stream.Ahead(
+            paths, modules, shared.take, emit, same=same, window=window, processes=processes
+        ).run()
 
     def received(value: object) -> None:
         if isinstance(value, list) and len(value) == 2:
