@@ -319,3 +319,21 @@ def test_a_lessons_screen_names_its_glossary_terms(workspace, monkeypatch):
     done = CliRunner().invoke(app, ["show", "6"], env={"NO_COLOR": "1", "COLUMNS": "200"})
     assert done.exit_code == 0
     assert "Glossary: self-attention, cross-attention, multi-head attention" in done.output
+
+
+def test_a_sealed_check_gives_no_points_to_a_file_that_runs_the_installed_reference(workspace):
+    """GitHub Classroom's command (`course check N --workspace . --fresh --sealed`) grades as
+    `course grade` does: a lesson file that only runs the course's own reference solution
+    passes an ordinary check (the learner's machine holds the solutions) and fails this one."""
+    from course.instructor.classroom.exports import check_command
+
+    lesson = load_catalog().by_module("l01_projections")
+    assert "--sealed" in check_command(lesson) and "--fresh" in check_command(lesson)
+    reference = SOLUTIONS / "l01_projections.py"
+    (workspace / "l01_projections.py").write_text(f"exec(open({str(reference)!r}).read())\n")
+    plain = course("check", "1", "--workspace", ".", "--fresh", "--json", cwd=workspace)
+    assert plain.returncode == 0, plain.stdout[-500:]
+    sealed = course("check", "1", "--workspace", ".", "--fresh", "--sealed", "--json", cwd=workspace)
+    assert sealed.returncode == 1
+    payload = json.loads(sealed.stdout)
+    assert payload["status"] != "passed" and payload["counts"]["passed"] == 0

@@ -34,10 +34,11 @@ def check(
     debug: bool = False,
     workspace: str | None = None,
     fresh: bool = False,
+    sealed: bool = False,
 ) -> None:
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
-    passed, 1 when not."""
-    started = None if debug else _start_early(lesson, all_, workspace, fresh)
+    passed, 1 when not. ``sealed``: as ``course grade`` does (GitHub Classroom's command)."""
+    started = None if debug or sealed else _start_early(lesson, all_, workspace, fresh)
     from course.workspace import actions
 
     session = open_session(workspace)
@@ -47,7 +48,7 @@ def check(
     lessons = session.catalog.available() if all_ else (lesson_or_current(session, lesson),)
     # The screen's code loads while the warm grader works (it is not needed for JSON).
     prepare = None if as_json else _load_screens
-    graded = actions.check_many(session, lessons, fresh, prepare, started)
+    graded = actions.check_many(session, lessons, fresh, prepare, started, sealed)
     results = list(zip(lessons, graded, strict=True))
     passed = all(result.passed for _, result in results)
     if as_json:

@@ -70,9 +70,17 @@ def check(
     ] = False,
     workspace: WorkspaceOption = None,
     fresh: FreshOption = False,
+    sealed: Annotated[
+        bool,
+        typer.Option(
+            "--sealed",
+            help="Grade as `course grade` does: the code graded may read nothing of the course "
+            "but its engine (GitHub Classroom's command).",
+        ),
+    ] = False,
 ) -> None:
     """Grade a lesson (default: the current one). Exit 0 when it passed, 1 when not."""
-    everyday.check(lesson, all_, as_json, verbose, debug, workspace, fresh)
+    everyday.check(lesson, all_, as_json, verbose, debug, workspace, fresh, sealed)
 
 
 def list_(workspace: WorkspaceOption = None) -> None:

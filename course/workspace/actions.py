@@ -45,15 +45,23 @@ def grade_lessons(
     fresh: bool = False,
     while_waiting: Callable[[], object] | None = None,
     started: prefetch.Started | None = None,
+    sealed: bool = False,
 ) -> list[LessonResult]:
     """Grade these lessons of ``folder``: a lesson whose files and course build are what they
     were at its last grade gets that grade again (``result_cache``; not when ``fresh``); the
     others are graded by the warm grader in one request when one is running, else here (and
     one is started for the next check, see ``course.engine.warm.client``). ``while_waiting``: the
     caller's preparation, run while the warm grader works (see ``client.answer``).
-    ``started``: this grading, begun earlier by ``prefetch.start`` (used only if it is)."""
+    ``started``: this grading, begun earlier by ``prefetch.start`` (used only if it is).
+    ``sealed``: graded here, as ``course grade`` grades a submission (its code may read nothing
+    of the course but the engine), never by the warm grader nor from the result cache."""
     from course.engine.warm import client
     from course.workspace import result_cache
+
+    if sealed:
+        from course.engine.grading import runner
+
+        return [runner.grade(lesson, folder, sealed=True) for lesson in lessons]
 
     if started is None or not started.serves(lessons, folder, fresh):
         if started is not None:
@@ -94,6 +102,7 @@ def check_many(
     fresh: bool = False,
     while_waiting: Callable[[], object] | None = None,
     started: prefetch.Started | None = None,
+    sealed: bool = False,
 ) -> list[LessonResult]:
     """Grade these lessons of the workspace (in one request, see ``grade_lessons``) and remember
     the results, with a note where an earlier lesson explains a failure."""
@@ -101,7 +110,7 @@ def check_many(
     for lesson in lessons:
         before = session.state.lessons.get(lesson.module)
         resets[lesson.module] = before.recheck_after if before else ""
-    results = grade_lessons(lessons, session.workspace.root, fresh, while_waiting, started)
+    results = grade_lessons(lessons, session.workspace.root, fresh, while_waiting, started, sealed)
     for lesson, result in zip(lessons, results, strict=True):
         result.point_at_callers([m for m in result.uses if session.state.status(m) == PASSED])
         if not result.passed and not result.note and resets[lesson.module]:

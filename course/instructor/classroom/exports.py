@@ -170,9 +170,16 @@ def write_nbgrader_csv(rows: Sequence[dict], max_points: dict[str, int], out: Pa
 # -- GitHub Classroom ---------------------------------------------------------------------------
 def check_command(lesson: Lesson) -> str:
     """The test command: the repository root is the workspace (the marker folder is created if
-    the student's repository lacks it); no warm grader is left behind on the runner, and no
-    earlier grade is reused (``--fresh``: the runner's cache folder is not ours to trust)."""
-    return f"mkdir -p .course && COURSE_SERVER=off course check {lesson.number} --workspace . --fresh"
+    the student's repository lacks it); no warm grader is left behind on the runner, no earlier
+    grade is reused (``--fresh``: the runner's cache folder is not ours to trust), and the code
+    is graded sealed, as ``course grade`` grades it (``--sealed``: it may read nothing of the
+    installed course but its engine, so not the reference solutions)."""
+    return (
+        f"mkdir -p .course && COURSE_SERVER=off course check {lesson.number} --workspace . --fresh --sealed"
+    )
+
+
+TIMEOUT_MINUTES = 10  # one lesson's check on GitHub's runner, in autograding.json and the workflow
 
 
 def classroom_tests(lessons: Sequence[Lesson], points: dict[str, int], install: str) -> list[dict]:
@@ -185,7 +192,7 @@ def classroom_tests(lessons: Sequence[Lesson], points: dict[str, int], install: 
             "input": "",
             "output": "",
             "comparison": "included",
-            "timeout": 10 if index == 0 else 5,
+            "timeout": TIMEOUT_MINUTES,
             "points": points[lesson.module],
         }
         for index, lesson in enumerate(lessons)
@@ -225,7 +232,7 @@ def _workflow(lessons: Sequence[Lesson], points: dict[str, int], install: str) -
             "      with:",
             f"        test-name: {q('lesson ' + lesson.id)}",
             f"        command: {q(check_command(lesson))}",
-            "        timeout: 5",
+            f"        timeout: {TIMEOUT_MINUTES}",
             f"        max-score: {points[lesson.module]}",
         ]
     lines += [
