@@ -84,3 +84,49 @@ def test_an_installed_course_grades_a_workspace_far_from_the_clone(wheel, tmp_pa
         text=True,
     ).stdout
     assert imported_from.startswith(str(target))
+
+
+def test_a_classroom_template_installs_the_course_from_its_own_wheel_and_grades_as_exported(wheel, tmp_path):
+    """`course classroom DIR --wheel W` puts the wheel in the template repository and installs
+    it from there (the course is on no index); the exported command, run as the workflow runs
+    it from a student's repository, grades a right file 1 and gives 0 to one that runs the
+    installed course's reference solution."""
+    template = tmp_path / "template"
+    env = dict(os.environ, NO_COLOR="1")
+    made = subprocess.run(
+        [sys.executable, "-m", "course", "classroom", str(template), "--wheel", str(wheel), "--lessons", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    test = json.loads((template / ".github" / "classroom" / "autograding.json").read_text())["tests"][0]
+    assert test["setup"] == f"python -m pip install .classroom/{wheel.name}"
+    workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
+    assert json.dumps(test["setup"]) in workflow and json.dumps(test["run"]) in workflow
+    site = tmp_path / "site"
+    installed = subprocess.run(  # the setup line, without the dependencies this venv holds already
+        [
+            *test["setup"].replace("python", sys.executable, 1).split(),
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(site),
+        ],
+        cwd=template,
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    runner = dict(env, PYTHONPATH=str(site), PATH=f"{site / 'bin'}:{os.environ['PATH']}")
+    shutil.copy(SOLUTIONS / "l01_projections.py", template)
+    right = subprocess.run(
+        ["bash", "-c", test["run"]], cwd=template, env=runner, capture_output=True, text=True
+    )
+    assert right.returncode == 0, right.stdout[-1000:]
+    reference = next(site.rglob("solutions/l01_projections.py"))
+    (template / "l01_projections.py").write_text(f"exec(open({str(reference)!r}).read())\n")
+    copied = subprocess.run(
+        ["bash", "-c", test["run"]], cwd=template, env=runner, capture_output=True, text=True
+    )
+    assert copied.returncode == 1, copied.stdout[-1000:]

@@ -151,6 +151,13 @@ def classroom(
     install: Annotated[
         str, typer.Option(help="The command that installs the course on GitHub's runner.")
     ] = "",
+    wheel: Annotated[
+        Path | None,
+        typer.Option(
+            help="A wheel of the course to put in the template repository and install from there "
+            "(build it in the course's repository: python -m pip wheel --no-deps -w dist .).",
+        ),
+    ] = None,
     lessons: LessonsOption = None,
 ) -> None:
     """Write a GitHub Classroom autograding configuration: one test per lesson."""
@@ -160,9 +167,15 @@ def classroom(
 
     if folder.exists() and not folder.is_dir():
         fail(f"{folder} exists and is not a folder.")
+    if wheel is not None and install:
+        fail("Give --wheel or --install, not both: each says how the runner installs the course.")
+    if wheel is not None and (not wheel.is_file() or wheel.suffix != ".whl"):
+        fail(f"{wheel} is not a wheel file (a .whl).")
     chosen = lessons_named(load_catalog(), lessons)
     counts = {lesson.module: points for lesson in chosen} if points else gradebook.max_points(chosen)
     command = install or f"python -m pip install attention-course=={__version__}"
+    if wheel is not None:
+        command = f"python -m pip install {exports.add_wheel(folder, wheel)}"
     written = exports.write_classroom(folder, chosen, counts, command)
     show(
         f"Wrote {', '.join(str(path) for path in written)}: {len(chosen)} tests "

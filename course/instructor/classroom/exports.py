@@ -18,6 +18,7 @@ command-grader step per lesson), both running ``course check N`` in the student'
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -243,6 +244,16 @@ def _workflow(lessons: Sequence[Lesson], points: dict[str, int], install: str) -
     lines += [f'        {step.upper()}_RESULTS: "${{{{steps.{step}.outputs.result}}}}"' for step in ids]
     lines += ["      with:", f"        runners: {','.join(ids)}"]
     return "\n".join(lines) + "\n"
+
+
+def add_wheel(folder: Path, wheel: Path) -> str:
+    """Copy the course's ``wheel`` into the template repository ``folder`` (``.classroom/``):
+    the course is on no package index, and the runner checks the repository out before the
+    install step. Returns the wheel's path as the install step reads it, from the root."""
+    target = folder / ".classroom" / wheel.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(wheel, target)
+    return target.relative_to(folder).as_posix()
 
 
 def write_classroom(
