@@ -89,6 +89,26 @@ SOURCE = textwrap.dedent(
         child.start()
         return np.full(t, float(s))
 
+    def in_a_pipe(t, s):
+        read, write = os.pipe()  # a pipe's buffer is not resident memory of the worker's
+        return np.zeros(t)
+
+    def with_pages_dropped(t, s):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        page = mmap.PAGESIZE
+        ctypes.set_errno(0)
+        buffer = mmap.mmap(-1, page)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+        if libc.madvise(ctypes.c_void_p(address), page, 4) != 0:  # MADV_DONTNEED
+            raise PermissionError(ctypes.get_errno(), "madvise not permitted")
+        return np.zeros(t)
+
+    def printed(t, s):
+        sys.stdout.write("x" * (6 * 1024 * 1024))  # 6 MiB kept in the worker's output file
+        sys.stdout.flush()
+        return np.zeros(t)
+
     def in_subprocess(t, s):
         subprocess.Popen([sys.executable, "-c", f"import numpy; numpy.ones(({t}, {s}))"])
         return np.full(t, float(s))
@@ -148,3 +168,19 @@ def test_a_measured_call_may_not_start_another_process(
 ) -> None:
     with pytest.raises(errors.LearnerError, match="may not start other processes"):
         lesson.measure(name, T, S)
+
+
+@pytest.mark.parametrize("name", ["in_a_pipe", "with_pages_dropped"])
+def test_a_measured_call_may_hold_nothing_where_its_resident_memory_would_not_show_it(
+    lesson: learner_module.LearnerModule, name: str
+) -> None:
+    """A pipe of its own (its buffer) and dropping pages with madvise (room for as much data,
+    unseen) are refused to the measured worker; madvise's other advice still works."""
+    with pytest.raises(errors.LearnerError, match="not permitted"):
+        lesson.measure(name, T, S)
+
+
+def test_what_a_measured_call_prints_counts_as_its_memory(lesson: learner_module.LearnerModule) -> None:
+    """What it printed is kept in the worker's output file (a memfd), outside its resident
+    memory: the grader counts its growth."""
+    assert lesson.measure("printed", T, S).peak_bytes >= 6 * MIB

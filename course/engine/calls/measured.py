@@ -9,6 +9,7 @@ of the learner's. The debug run's stand-in (``debug.InProcessModule.measure``) r
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,6 +36,16 @@ class Measurement:
 
 
 _BLANK_RESIDENT: dict[tuple[int, bool], int] = {}  # (memory limit, forked) -> resident size
+
+
+def _held_in_files(worker: Worker) -> int:
+    """The bytes of the worker's output memfd (what it printed), as the kernel sizes it for the
+    grader's own descriptor. The inputs' memfd grows with the grader's own writes, so it is not
+    counted; what learner code can add to it is bounded by RLIMIT_FSIZE (``OUTPUT_LIMIT``)."""
+    try:
+        return os.fstat(worker.output).st_size
+    except OSError:
+        return 0
 
 
 def blank_resident(limits: Limits, forked: bool) -> int | None:
@@ -132,6 +143,7 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
                     "your code no longer lets it (did your code change its own process "
                     "settings, e.g. with prctl?)."
                 ) from None
+        held_before = _held_in_files(meter)
         start = time.monotonic()
         try:
             result = module.call(name, args, kwargs)
@@ -151,7 +163,10 @@ def measure_call(module: _Measurable, name: str, args: tuple, kwargs: dict) -> M
         except OSError:
             module.retire(meter)
             raise LearnerError(f"The process running {name} ended before its memory could be read.") from None
-        return Measurement(result, max(0, peak - blank), seconds)
+        # What the call printed is memory too, outside its resident count (a memfd): counted
+        # here, from the grader's own descriptor.
+        written = max(0, _held_in_files(meter) - held_before)
+        return Measurement(result, max(0, peak - blank) + written, seconds)
     finally:
         module.meter = module.worker if module.worker is meter else None
         module.worker = usual if usual is not None and usual is not meter else None

@@ -35,6 +35,12 @@ _SECCOMP_ARCH = {
     ),
 }
 _LOCKS = {"x86_64": (72, 73), "aarch64": (25, 32)}  # fcntl, flock
+# Where a measured worker could keep data its resident memory does not show: pipes of its own
+# (pipe, pipe2: their buffers), and madvise's page-dropping advice (a mapped library's pages
+# dropped make room for as much data unseen). madvise, and its advice values that drop pages:
+# DONTNEED, FREE, REMOVE, COLD, PAGEOUT, DONTNEED_LOCKED.
+_HIDING = {"x86_64": ((22, 293), 28), "aarch64": ((59,), 233)}
+_DROPPING_ADVICE = (4, 8, 9, 20, 21, 24)
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C  # push input into a terminal; the console's own commands
 _CLONE_VM, _CLONE_THREAD, _CLONE_NEWUSER = 0x100, 0x10000, 0x10000000
 
@@ -54,7 +60,10 @@ def install_filter(measured: bool) -> bool:
 
     A measured worker also may start no process: fork, vfork, exec and a clone without
     CLONE_VM fail with EPERM. A clone with CLONE_VM (a thread, or the first step of
-    posix_spawn, whose exec is refused) shares this process's memory.
+    posix_spawn, whose exec is refused) shares this process's memory. Nor may it hold data
+    where its resident memory does not count it: a pipe of its own (pipe, pipe2), or room made
+    by dropping pages (madvise's DONTNEED, FREE, REMOVE, COLD, PAGEOUT); madvise's other
+    advice, such as populating pages, still works.
 
     Returns False when the filter cannot be installed (another machine, an old kernel)."""
     import struct
@@ -138,7 +147,7 @@ def _filter_program(measured: bool, threads_only: bool = False) -> bytes | None:
         return None
     arch, always, processes, clone, clone3, ioctl = machine
     load, jeq, jge, jset = 0x20, 0x15, 0x35, 0x45
-    first_argument, second_argument = 16, 24  # struct seccomp_data: args[0], args[1] (low half)
+    first_argument, second_argument, third_argument = 16, 24, 32  # struct seccomp_data's args (low half)
     code: list[tuple[int, object, object, int]] = [(load, 0, 0, 4), (jeq, 0, "kill", arch), (load, 0, 0, 0)]
     if platform.machine() == "x86_64":
         code.append((jge, "deny", 0, 0x40000000))  # the x32 numbering of the same calls
@@ -158,7 +167,14 @@ def _filter_program(measured: bool, threads_only: bool = False) -> bytes | None:
         return _assembled(code, (measured, threads_only))
     code += [(jeq, "deny", 0, number) for number in always]
     if measured:
-        code += [(jeq, "deny", 0, number) for number in processes]
+        pipes, madvise = _HIDING[platform.machine()]
+        code += [(jeq, "deny", 0, number) for number in (*processes, *pipes)]
+        code += [
+            (jeq, 0, len(_DROPPING_ADVICE) + 1, madvise),  # not madvise: on past its advice checks
+            (load, 0, 0, third_argument),
+            *[(jeq, "deny", 0, advice) for advice in _DROPPING_ADVICE[:-1]],
+            (jeq, "deny", "allow", _DROPPING_ADVICE[-1]),
+        ]
     code += [
         (jeq, "nosys", 0, clone3),
         (jeq, 0, 3, ioctl),  # not ioctl: on to clone, three instructions on

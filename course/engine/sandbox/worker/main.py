@@ -71,8 +71,15 @@ def _shared_inputs(shared: Any) -> list[np.ndarray]:
     size = shared["size"]
     if size and len(_shared["map"]) < size:
         _shared["map"] = mmap.mmap(_shared["fd"], max(size, os.fstat(_shared["fd"]).st_size))
-    elif size and shared.get("release") is True:  # read in again if still used
-        _shared["map"].madvise(mmap.MADV_DONTNEED)
+    elif size and shared.get("release") is True:
+        # Earlier calls' pages leave the resident memory with their mapping (madvise's
+        # DONTNEED is refused to a measured worker: learner code could hide data with it).
+        earlier = _shared["map"]
+        _shared["map"] = mmap.mmap(_shared["fd"], max(size, os.fstat(_shared["fd"]).st_size))
+        try:
+            earlier.close()
+        except BufferError:
+            pass  # the learner's code kept a view of earlier inputs: they stay, and count
     return messages.shared_views(_shared["map"] if size else bytearray(0), shared.get("arrays"))
 
 
