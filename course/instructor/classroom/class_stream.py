@@ -332,7 +332,7 @@ class Ahead:
         row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote the bundle
         shutil.rmtree(bundle.folder, ignore_errors=True)
         if bundle.group is not None:
-            bundle.group.close()  # its workers are closed: an empty cgroup goes
+            bundle.group.close(seconds=0)  # empty once its workers have died: else at the end
         self.emit(bundle.index, row)
 
 
