@@ -66,17 +66,7 @@ def install_filter(measured: bool) -> bool:
     advice, such as populating pages, still works.
 
     Returns False when the filter cannot be installed (another machine, an old kernel)."""
-    import struct
-
-    raw = _filter_program(measured)
-    if raw is None:
-        return False
-    program = ctypes.create_string_buffer(raw, len(raw))
-    fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(program))
-    c_library = libc()
-    if c_library.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
-        return False
-    return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
+    return _install(_filter_program(measured))
 
 
 def forbid_processes() -> bool:
@@ -87,17 +77,21 @@ def forbid_processes() -> bool:
     submission installs it before loading it, so that a submission's processes are its workers
     alone and its memory is bounded by theirs (see ``class_stream``). Filters stack: the
     keeper's stays. False when it cannot be installed."""
+    return _install(_filter_program(True, threads_only=True))
+
+
+def _install(raw: bytes | None) -> bool:
+    """Install the seccomp program ``raw`` on this process (False: none here, or refused)."""
     import struct
 
-    raw = _filter_program(True, threads_only=True)
     if raw is None:
         return False
     program = ctypes.create_string_buffer(raw, len(raw))
     fprog = struct.pack("=HxxxxxxQ", len(raw) // 8, ctypes.addressof(program))
     c_library = libc()
-    if c_library.prctl(38, 1, 0, 0, 0) != 0:
+    if c_library.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged filter
         return False
-    return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)
+    return bool(c_library.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0)  # PR_SET_SECCOMP, FILTER
 
 
 def filters_of(pid: int) -> int:

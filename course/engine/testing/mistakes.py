@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from course.engine.results import NAMING as NAMING
 from course.engine.testing import misconceptions
 
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -107,7 +106,7 @@ class KnownMistake(AssertionError):
     """A failed check whose answer shows a named classic mistake (``mistake``).
 
     ``message`` says what is wrong without naming it: the reporting plugin adds the name
-    (``NAMING``) when the check belongs to one of the mistake's exercises. Raise it only on
+    (``results.NAMING``) when the check belongs to one of the mistake's exercises. Raise it only on
     evidence that singles the mistake out: a variant through ``diagnose``, or a fact seen
     directly (an input changed in place, a float where the right count came back)."""
 

@@ -39,6 +39,7 @@ from course.engine.grading.report import oversized_file_result
 from course.engine.results import PASSED, LessonResult
 from course.engine.sandbox import cgroups, landlock
 from course.engine.sandbox.limits import Limits
+from course.engine.sandbox.process import Worker
 from course.instructor.classroom import similarity
 from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
@@ -241,7 +242,7 @@ class Ahead:
             if worker.import_settled():
                 worker.resume()
                 continue
-            if not worker.paused and worker.cpu_seconds() <= AHEAD_CPU_SECONDS:
+            if not worker.paused and not _costly(worker):
                 continue
             if waiting and taken < self.running_while_waiting:
                 worker.resume()
@@ -260,9 +261,8 @@ class Ahead:
                     continue
                 for unit in self.units:
                     worker = unit.learner.workers[-1]
-                    if not worker.paused and worker.cpu_seconds() > AHEAD_CPU_SECONDS:
-                        if not worker.import_settled():
-                            worker.pause()
+                    if not worker.paused and not worker.import_settled() and _costly(worker):
+                        worker.pause()
 
     def next_unit(self) -> one_session.Unit | None:
         """The first module (in the order taken) whose import is over; waits for one if none
@@ -367,6 +367,11 @@ def _sealed(
 def _tag(unit: one_session.Unit) -> tuple[_Bundle, str]:
     """The bundle a unit of this module belongs to, and its lesson's content digest."""
     return cast("tuple[_Bundle, str]", unit.tag)
+
+
+def _costly(worker: Worker) -> bool:
+    """Whether an import loaded ahead has cost more CPU than it may before its turn."""
+    return worker.cpu_seconds() > AHEAD_CPU_SECONDS
 
 
 def _blame_earlier_lessons(entries: dict[str, dict]) -> None:
