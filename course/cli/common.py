@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, NoReturn
 
     from rich.console import Console
@@ -41,6 +42,22 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
     console().print(problem(message))
     raise SystemExit(code)  # what typer.Exit(code) ends with, without importing typer
+
+
+def use_secret(file: Path | None) -> str:
+    """Grade with the instructor's secret in ``file``, else in ``$COURSE_GRADING_SECRET`` if set
+    (``course.engine.testing.secret``): its identity, or "" for the public inputs; a secret that
+    cannot be used ends the command."""
+    from course.engine.testing import secret
+
+    try:
+        if file is not None:
+            secret.use_file(file)
+        else:
+            secret.use_environment()
+    except secret.SecretError as problem:
+        fail(f"{problem}.")
+    return secret.identity()
 
 
 def open_session(workspace: str | None, create: bool = False) -> Session:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from course.cli.common import lesson_or_current, open_session, show
+from course.cli.common import lesson_or_current, open_session, show, use_secret
 
 if TYPE_CHECKING:
     from course.workspace import prefetch
@@ -37,7 +37,9 @@ def check(
     sealed: bool = False,
 ) -> None:
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
-    passed, 1 when not. ``sealed``: as ``course grade`` does (GitHub Classroom's command)."""
+    passed, 1 when not. ``sealed``: as ``course grade`` does (GitHub Classroom's command).
+    With ``$COURSE_GRADING_SECRET`` set, every input derives from it (``use_secret``)."""
+    use_secret(None)
     started = None if debug or sealed else _start_early(lesson, all_, workspace, fresh)
     from course.workspace import actions
 

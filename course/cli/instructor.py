@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from course.cli.common import fail, lessons_named, open_session, show
+from course.cli.common import fail, lessons_named, open_session, show, use_secret
 from course.cli.options import LessonsOption, WorkspaceOption
 
 
@@ -86,11 +86,21 @@ def grade(
             "--fresh", help="Grade every bundle in full, even lesson files identical to ones graded before."
         ),
     ] = False,
+    secret_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--secret-file",
+            metavar="FILE",
+            help="Derive every input from the secret in FILE (default: $COURSE_GRADING_SECRET, if set).",
+        ),
+    ] = None,
 ) -> None:
     """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
     from course.content.catalog import load_catalog
     from course.instructor.classroom import exports, gradebook
     from course.instructor.classroom.safe_text import safe_text
+
+    identity = use_secret(secret_file)
 
     if not submissions_dir.is_dir():
         fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
@@ -104,7 +114,8 @@ def grade(
     count = workers or os.cpu_count() or 1
     show(
         f"Grading {found} submissions, lessons "
-        f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers."
+        f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers, "
+        + (f"with an instructor's secret ({identity})." if identity else "on the public inputs.")
     )
 
     def progress(row: dict, done: int, total: int) -> None:

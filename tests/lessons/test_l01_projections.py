@@ -14,6 +14,8 @@ from course.engine.testing import (
     check_not_modified,
     exercise,
     hand_checked,
+    rng,
+    variation,
 )
 
 B, T, D, D_OUT, H, K = 2, 3, 4, 5, 3, 6
@@ -81,10 +83,6 @@ DIMS = {
 }
 
 
-def rng(seed=0):
-    return np.random.default_rng(seed)
-
-
 def linear_loop(x, w, b=None):
     """Oracle: one dot product per output number."""
     x2 = x.reshape(-1, x.shape[-1]).astype(np.float64)
@@ -128,16 +126,19 @@ class TestLinear:
     @hand_checked
     def test_linear_small_case_by_hand(self, lesson):
         """linear([[1, 2]], w, b) by hand is [[11, 22, 38]]"""
-        x = np.array([[1.0, 2.0]])  # (1, 2)
-        w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])  # (2, 3)
-        b = np.array([10.0, 20.0, 30.0])
+        # Under an instructor's secret: x and b scaled by s, the output columns reordered.
+        v = variation("linear by hand")
+        s, order = v.scale(), v.permutation(3)
+        x = np.array([[1.0, 2.0]]) * s  # (1, 2)
+        w = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 3.0]])[:, order]  # (2, 3)
+        b = np.array([10.0, 20.0, 30.0])[order] * s
         # [1, 2] @ w = [1, 2, 8]; + b = [11, 22, 38]
         check_array(
             lesson.linear(x, w, b),
-            np.array([[11.0, 22.0, 38.0]]),
-            what="linear([[1, 2]], w, b)",
+            np.array([[11.0, 22.0, 38.0]])[:, order] * s,
+            what=f"linear({x.tolist()}, w, b)",
             dims="T D_out",
-            mistakes={NO_BIAS: np.array([[1.0, 2.0, 8.0]])},
+            mistakes={NO_BIAS: np.array([[1.0, 2.0, 8.0]])[:, order] * s},
         )
 
     def test_linear_adds_the_bias(self, lesson):
@@ -235,13 +236,16 @@ class TestHeadProjections:
     @hand_checked
     def test_head_projections_small_case_by_hand(self, lesson):
         """two heads that each pick one feature of x = [[[1, 2]]], by hand"""
-        x = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
-        w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])  # head 0 reads d=0, head 1 reads d=1
-        expected = np.array([[[[1.0]], [[2.0]]]])  # (1, H=2, 1, K=1)
+        # Under an instructor's secret: x scaled by s, the features swapped.
+        v = variation("head_projections by hand")
+        s, order = v.scale(), v.permutation(2)
+        x = np.array([[[1.0, 2.0]]])[..., order] * s  # (B=1, T=1, D=2)
+        w_heads = np.array([[[1.0], [0.0]], [[0.0], [1.0]]])[:, order]  # head 0 reads 1, head 1 reads 2
+        expected = np.array([[[[1.0]], [[2.0]]]]) * s  # (1, H=2, 1, K=1)
         check_array(
             lesson.head_projections(x, w_heads),
             expected,
-            what="head_projections(x=[[[1, 2]]], w_heads picking one feature each)",
+            what=f"head_projections(x={x.tolist()}, w_heads picking one feature each)",
             dims="B H T K",
             mistakes={HEADS_REVERSED: expected[:, ::-1]},
         )
@@ -319,14 +323,17 @@ class TestFuseHeadWeights:
     @hand_checked
     def test_fused_weight_small_case_by_hand(self, lesson):
         """heads [[1], [2]] and [[3], [4]] fuse to [[1, 3], [2, 4]], by hand"""
-        w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]])  # (H=2, D=2, K=1)
-        expected = np.array([[1.0, 3.0], [2.0, 4.0]])  # column h is head h
+        # Under an instructor's secret: every weight scaled by s and shifted by c.
+        v = variation("fuse_head_weights by hand")
+        s, c = v.scale(), v.shift()
+        w_heads = np.array([[[1.0], [2.0]], [[3.0], [4.0]]]) * s + c  # (H=2, D=2, K=1)
+        expected = np.array([[1.0, 3.0], [2.0, 4.0]]) * s + c  # column h is head h
         check_array(
             lesson.fuse_head_weights(w_heads),
             expected,
-            what="fuse_head_weights(w_heads) with heads [[1], [2]] and [[3], [4]]",
+            what=f"fuse_head_weights(w_heads) with heads {w_heads[0].tolist()} and {w_heads[1].tolist()}",
             dims="D HK",
-            mistakes={FUSE_NO_MOVE: np.array([[1.0, 2.0], [3.0, 4.0]])},
+            mistakes={FUSE_NO_MOVE: np.array([[1.0, 2.0], [3.0, 4.0]]) * s + c},
         )
 
     def test_head_h_owns_columns_h_k_to_h_plus_1_k(self, lesson):

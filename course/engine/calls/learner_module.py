@@ -16,7 +16,7 @@ import functools
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,10 @@ from course.engine.sandbox import cgroups, powers, seccomp
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
 from course.engine.wire import messages
+
+# Who hears every call the grader makes to learner code, with its outcome: the tools that show
+# which inputs an instructor's secret changes (tools/secret_inputs.py) and the project's tests.
+LISTENERS: list[Callable[[str, tuple, dict, Any], None]] = []
 
 
 def lesson_modules(module: str) -> list[str]:
@@ -216,7 +220,21 @@ class LearnerModule:
     def call(self, name: str, args: tuple, kwargs: dict, trace: bool = False) -> Any:
         """``name(*args, **kwargs)`` run by the worker: its result, decoded and checked, or one of
         the exceptions of ``errors``. ``trace``: also record the calls it makes to earlier
-        lessons (``self.trace``, for the shape trace)."""
+        lessons (``self.trace``, for the shape trace). Each of ``LISTENERS`` hears the call
+        and its outcome (a result or the exception raised)."""
+        if not LISTENERS:
+            return self._call(name, args, kwargs, trace)
+        try:
+            result = self._call(name, args, kwargs, trace)
+        except Exception as problem:
+            for listener in LISTENERS:
+                listener(name, args, kwargs, problem)
+            raise
+        for listener in LISTENERS:
+            listener(name, args, kwargs, result)
+        return result
+
+    def _call(self, name: str, args: tuple, kwargs: dict, trace: bool) -> Any:
         if name in self.not_again:
             kind, message = self.not_again[name]
             raise kind(message)

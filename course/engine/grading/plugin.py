@@ -124,6 +124,7 @@ class GradingPlugin:
         config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
         config.addinivalue_line("markers", "hand_checked: a small case whose answer is worked out by hand")
+        config.addinivalue_line("markers", "enumerable(why): inputs the same under a secret, listed in the docs")
         from course.engine.testing import compare  # registers the derandomised "grading" profile
 
         if compare.settings is not None:
@@ -137,13 +138,15 @@ class GradingPlugin:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         from hypothesis import seed
 
+        from course.engine.testing import secret
         from course.engine.testing.compare import GRADING_SEED
 
+        grading_seed = secret.hypothesis_seed(GRADING_SEED)
         for item in items:
             function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
             generated = bool(getattr(function, "is_hypothesis_test", False))
             if function is not None and generated:
-                seed(GRADING_SEED)(function)  # the same examples on every run
+                seed(grading_seed)(function)  # the same examples on every run (of a secret)
                 # No example database (see profile), so no key: hypothesis would otherwise
                 # derive one from the test's source (inspect + tokenize) on every run.
                 function._hypothesis_internal_database_key = None

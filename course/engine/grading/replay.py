@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-RECORDED: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (test file, check) -> examples
+from course.engine.testing import secret
+
+# (test file and the grading secret's identity, check) -> examples
+RECORDED: dict[tuple[str, str], list[dict[str, Any]]] = {}
 COUNTS = {"recorded": 0, "replayed": 0, "handed_back": 0}  # property checks, in this process
 
 
@@ -33,16 +36,23 @@ def within_file(nodeid: str) -> str:
     return nodeid.split("::", 1)[-1]
 
 
+def _file(test_file: Path | str) -> str:
+    """A test file's recordings' key: its examples also depend on the grading secret in use."""
+    return f"{test_file}\0{secret.identity()}"
+
+
 def recorded_in(test_file: Path) -> dict[str, list[dict[str, Any]]]:
-    """This process's recordings of ``test_file``'s checks, by name within the file."""
-    return {check: examples for (path, check), examples in RECORDED.items() if path == str(test_file)}
+    """This process's recordings of ``test_file``'s checks (under the secret in use, if any),
+    by name within the file."""
+    here = _file(test_file)
+    return {check: examples for (path, check), examples in RECORDED.items() if path == here}
 
 
 def adopt(test_file: Path, checks: dict[str, list[dict[str, Any]]]) -> None:
     """Take recordings of ``test_file``'s checks made elsewhere (see ``kept_examples``); a
     check already recorded here keeps its own."""
     for check, examples in checks.items():
-        RECORDED.setdefault((str(test_file), check), examples)
+        RECORDED.setdefault((_file(test_file), check), examples)
 
 
 class Replayer:
@@ -57,7 +67,7 @@ class Replayer:
         if handle is None or not getattr(pyfuncitem.obj, "is_hypothesis_test", False):
             return None
         fixtures = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        key = (str(pyfuncitem.path), within_file(pyfuncitem.nodeid))
+        key = (_file(pyfuncitem.path), within_file(pyfuncitem.nodeid))
         examples = RECORDED.get(key)
         if examples is not None:
             if self._replay(pyfuncitem, handle.inner_test, fixtures, examples):

@@ -30,9 +30,10 @@ from course.engine.results import LessonResult
 from course.engine.sandbox import landlock
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
-from course.engine.testing import misconceptions
+from course.engine.testing import misconceptions, secret
 
 TRUSTED_INI = Path(__file__).with_name("grading.ini")
+SECRET_NOTICE = "Graded with an instructor's secret: its inputs are not the public ones."
 
 
 def _pytest_args(test_files: list[Path]) -> list[str]:
@@ -222,6 +223,8 @@ def finish(
     its duration since ``started``."""
     misconceptions.label(result)
     notices = [encoding_notice(source_dir / lesson.file_name), ignored_files_notice(lesson, source_dir)]
+    if secret.in_use():
+        notices.append(SECRET_NOTICE)
     if modified:
         notices.append(
             f"The course's grading tests were modified on this machine "

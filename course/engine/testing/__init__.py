@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what the names below are, for readers, type checkers and th
         check_scalar,
         check_tuple,
         diagnose,
+        enumerable,
         exercise,
         failure,
         hand_checked,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # what the names below are, for readers, type checkers and th
         tolerances,
     )
     from course.engine.testing.memo import remembered
+    from course.engine.testing.secret import Variation, rng, variation
 
 _FROM = {
     "course.engine.calls.errors": ("DependencyNotReady", "LearnerError", "LearnerProblem", "NotStarted"),
@@ -57,6 +59,7 @@ _FROM = {
         "check_scalar",
         "check_tuple",
         "diagnose",
+        "enumerable",
         "exercise",
         "failure",
         "hand_checked",
@@ -66,6 +69,7 @@ _FROM = {
         "tolerances",
     ),
     "course.engine.testing.memo": ("remembered",),
+    "course.engine.testing.secret": ("Variation", "rng", "variation"),
 }
 _WHERE = {name: module for module, names in _FROM.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -49,16 +49,18 @@ _REUSE_FOR = 2.0  # seconds: a check asks twice (its cache key, the socket); a w
 
 
 def fingerprint(again: bool = True) -> str:
-    """A digest of the interpreter and of every course file the grade depends on. ``again``
-    False: the one this process computed within the last ``_REUSE_FOR`` seconds, if any (a
-    check reads the build twice in a row; the server, watching for a changed build, always
-    computes it again)."""
+    """A digest of the interpreter, the limits, the grading secret's identity (``secret``) and
+    every course file the grade depends on. ``again`` False: the one this process computed
+    within the last ``_REUSE_FOR`` seconds, if any (a check reads the build twice in a row; the
+    server, watching for a changed build, always computes it again)."""
     if not again and _LAST and time.monotonic() - _LAST[0][0] < _REUSE_FOR:
         return _LAST[0][1]
     from course.content import resources
+    from course.engine.testing import secret
 
+    limits = os.environ.get("COURSE_LIMITS", "")
     digest = hashlib.sha256(
-        f"{sys.prefix}:{os.path.realpath(sys.executable)}:{os.environ.get('COURSE_LIMITS', '')}".encode()
+        f"{sys.prefix}:{os.path.realpath(sys.executable)}:{limits}:{secret.environment_identity()}".encode()
     )
     for folder in (PACKAGE, resources.data_dir("grading")):
         for path in sorted(folder.rglob("*")):

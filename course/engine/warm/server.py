@@ -17,6 +17,7 @@ nothing (``private_socket.peer_is_us``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from course.engine.testing import secret
 from course.engine.warm import private_socket
 from course.engine.warm.client import fingerprint
 
@@ -170,6 +172,8 @@ def serve(path: Path) -> int:
     except OSError:
         return 0  # another server for this build won the race
     _forget_stale_servers(path)
+    with contextlib.suppress(secret.SecretError):  # unusable: its checks failed before asking
+        secret.use_environment()  # the one this build's fingerprint, and so the socket, names
     _warm_up()
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -77,6 +77,26 @@ def encode(
     return describe(value)
 
 
+def call_digest(name: str, args: tuple, kwargs: dict) -> str:
+    """A digest of the call ``name(*args, **kwargs)`` as it travels to a worker: the function,
+    the arguments' encoding and each array's dtype, shape and bytes. Two calls with the same
+    digest hand learner code the same inputs."""
+    import hashlib
+    import json
+
+    arrays: list[np.ndarray] = []
+    encoded = [
+        name,
+        [encode(arg, arrays, 1) for arg in args],
+        {k: encode(v, arrays, 1) for k, v in kwargs.items()},
+    ]
+    digest = hashlib.sha256(json.dumps(encoded, sort_keys=True, default=repr).encode())
+    for array in arrays:
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 def describe(value: Any) -> dict:
     """An opaque stand-in for a value that cannot travel; repr failures are tolerated."""
     try:

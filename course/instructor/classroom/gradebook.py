@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -87,6 +87,14 @@ class Report:
     max_points: dict[str, int]
     workers: int
     seconds: float
+    inputs: str = field(default_factory=lambda: inputs_graded())
+
+
+def inputs_graded() -> str:
+    """Which inputs this process grades: "public", or "secret <identity>" (an instructor's)."""
+    from course.engine.testing import secret
+
+    return f"secret {secret.identity()}" if secret.in_use() else "public"
 
 
 def grade_folder(
@@ -231,11 +239,12 @@ def spreadsheet_cell(value: object) -> object:
 
 
 def write_csv(report: Report, out: Path) -> None:
-    """One row per submission: file, name, version, outcome, per lesson status and points,
+    """One row per submission: file, name, version, inputs (``Report.inputs``), outcome, per
+    lesson status and points,
     total, maximum and problems (joined with " | "). Text cells never start a formula; a row
     that cannot be written is one that says so (``_unwritable``), and the others are written."""
     modules = list(report.max_points)
-    header = ["file", "name", "course_version", "outcome"]
+    header = ["file", "name", "course_version", "inputs", "outcome"]
     for module in modules:
         header += [f"{module} status", f"{module} points (of {report.max_points[module]})"]
     header += ["total", "max_total", "problems"]
@@ -246,14 +255,24 @@ def write_csv(report: Report, out: Path) -> None:
         writer.writerow(header)
         for row in report.rows:
             try:
-                cells = [row["file"], row["name"], row["course_version"], row["outcome"]]
+                cells = [row["file"], row["name"], row["course_version"], report.inputs, row["outcome"]]
                 for module in modules:
                     entry = row["lessons"].get(module)
                     cells += [entry["status"], entry["points"]] if entry else ["", 0]
                 cells += [total(row), most, " | ".join(row["problems"])]
             except Exception as error:  # a malformed row: said on its own line
                 file, name, version, outcome, why = _unwritable(row, error)
-                cells = [file, name, version, outcome, *[""] * (2 * len(modules)), 0, most, why]
+                cells = [
+                    file,
+                    name,
+                    version,
+                    report.inputs,
+                    outcome,
+                    *[""] * (2 * len(modules)),
+                    0,
+                    most,
+                    why,
+                ]
             writer.writerow([spreadsheet_cell(cell) for cell in cells])
 
 
@@ -287,6 +306,7 @@ def report_dict(report: Report) -> dict:
             )
     return {
         "course_version": __version__,
+        "inputs": report.inputs,
         "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "workers": report.workers,
         "seconds": round(report.seconds, 2),

@@ -1,0 +1,140 @@
+"""The calls a grade makes to learner code, heard on the grader's side, with and without an
+instructor's secret: what tests/test_grading_secret.py and tools/secret_inputs.py measure.
+
+A call is known by ``values.call_digest`` (its function and the exact inputs the worker gets), so
+"a call equal to a public one" means learner code was handed the same inputs as in a public grade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from course.engine.calls import learner_module
+from course.engine.testing import secret
+from course.engine.wire.values import call_digest
+from tests.helpers import grade_folder
+
+
+@dataclass(frozen=True)
+class Heard:
+    check: str  # the check's name within its test file ("TestX::test_y")
+    function: str
+    digest: str
+    outcome: Any  # the call's result, or the exception it raised
+
+
+@contextlib.contextmanager
+def grading_secret(value: str | None) -> Iterator[None]:
+    """Grade with ``value`` as the instructor's secret (None: public) while this lasts."""
+    secret.use(value)
+    try:
+        yield
+    finally:
+        secret.use(None)
+
+
+@contextlib.contextmanager
+def heard_calls() -> Iterator[list[Heard]]:
+    """Every call the grader makes to learner code in this process while this lasts."""
+    heard: list[Heard] = []
+
+    def listen(name: str, args: tuple, kwargs: dict, outcome: Any) -> None:
+        current = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        check = current.split("::", 1)[-1]
+        heard.append(Heard(check, name, call_digest(name, args, kwargs), outcome))
+
+    learner_module.LISTENERS.append(listen)
+    try:
+        yield heard
+    finally:
+        learner_module.LISTENERS.remove(listen)
+
+
+def graded_and_heard(folder: Path, module: str, value: str | None = None) -> tuple[dict, list[Heard]]:
+    """Grade ``folder`` as ``module`` (with the secret ``value``, if any): the result and the
+    calls heard."""
+    with grading_secret(value), heard_calls() as heard:
+        result = grade_folder(folder, module)
+    return result, heard
+
+
+def equal_to_public(public: list[Heard], under_secret: list[Heard]) -> list[Heard]:
+    """The calls made under a secret that hand learner code the inputs of a public call."""
+    seen = {call.digest for call in public}
+    return [call for call in under_secret if call.digest in seen]
+
+
+def enumerable_checks(module: str) -> dict[str, str]:
+    """The checks of ``module``'s grading tests marked ``@enumerable(why)``: name -> why."""
+    import importlib.util
+
+    from course.content.catalog import load_catalog
+
+    path = load_catalog().resolve(module).grading_tests
+    spec = importlib.util.spec_from_file_location(f"_enumerable_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    found: dict[str, str] = {}
+    for name, value in vars(loaded).items():
+        members = vars(value).items() if isinstance(value, type) else [(name, value)]
+        for member_name, member in members:
+            if not member_name.startswith("test_"):
+                continue
+            for mark in [*getattr(member, "pytestmark", []), *getattr(value, "pytestmark", [])]:
+                if mark.name == "enumerable":
+                    check = f"{name}::{member_name}" if isinstance(value, type) else member_name
+                    found[check] = str(mark.args[0]) if mark.args else ""
+    return found
+
+
+def failed_checks(result: dict) -> list[str]:
+    """The titles of the checks of a grade's result that did not pass, with what they say."""
+    return [
+        f"{check.get('title') or check['name']}: {check.get('message', '')[:600]}"
+        for exercise in result["exercises"]
+        for check in exercise["checks"]
+        if check["status"] != "passed"
+    ]
+
+
+def correct_implementations(module: str) -> list[tuple[str, str]]:
+    """(label, source) of every correct implementation of ``module`` the project holds: the
+    reference solution, the solution with each of its code hints in place (``course dev check``
+    grades these), and each blind mistake marked harmless (tests/uncatalogued/)."""
+    from course.content.catalog import load_catalog
+    from course.devcheck.grading import with_code
+    from tests.helpers import SOLUTIONS, UNCATALOGUED, classic_mistakes, mistaken_source
+
+    source = (SOLUTIONS / f"{module}.py").read_text(encoding="utf-8")
+    found = [("solution", source)]
+    for exercise in load_catalog().resolve(module).exercises:
+        for hint in exercise.code_hints:
+            found.append((f"{exercise.name} hint {hint.tier}", with_code(source, hint.replaces, hint.code)))
+    for lesson, mistake in classic_mistakes(UNCATALOGUED):
+        if lesson == module and "harmless" in mistake:
+            found.append((f"harmless {mistake['name']}", mistaken_source(module, mistake)))
+    return found
+
+
+def random_secrets(count: int, seed: int | None = None) -> list[str]:
+    """``count`` secrets as an instructor would make them (``secrets.token_urlsafe``), or drawn
+    from ``seed`` when given (a run that can be repeated)."""
+    import random
+    import secrets
+    import string
+
+    if seed is None:
+        return [secrets.token_urlsafe(24) for _ in range(count)]
+    draw = random.Random(seed)
+    return ["".join(draw.choices(string.ascii_letters + string.digits, k=32)) for _ in range(count)]
+
+
+def within_file(check: str) -> str:
+    """A check's name without its parameters ("TestX::test_y[case]" -> "TestX::test_y")."""
+    return check.split("[", 1)[0]
