@@ -78,7 +78,9 @@ than one big matrix product. What it can show is the memory. The grader measures
 of your function from outside the process running it, at T = 512 and S = 8,192 and 32,768 keys.
 It allows your inputs a few times over and a few MiB besides: a (T, S) array of scores (128 MiB at
 S = 32,768), or whole rows of S scores for a block of queries, exceeds that, and so does memory
-that grows with S. `course show 13 --map` draws your peak beside that of lesson 3's attention.
+that grows with S. The figure counts from before your module is imported: whatever its import
+allocates counts in every measured call, so answers computed ahead at import are measured too.
+`course show 13 --map` draws your peak beside that of lesson 3's attention.
 
 What the grader checks, and what it cannot: it compares both functions' answers with lesson 2's
 and lesson 3's, on cases built to break a recurrence that goes wrong (a row whose maximum sits in

@@ -109,6 +109,43 @@ SOURCE = textwrap.dedent(
         sys.stdout.flush()
         return np.zeros(t)
 
+    CALLS = {  # system call numbers of kernel objects that hold data outside a process
+        "x86_64": {"shmget": 29, "mq_open": 240, "add_key": 248, "request_key": 249, "bpf": 321},
+        "aarch64": {"shmget": 194, "mq_open": 180, "add_key": 217, "request_key": 218, "bpf": 280},
+    }
+    ARGUMENTS = {
+        "shmget": (0, 1 << 20, 0o1600),  # IPC_PRIVATE, 1 MiB, IPC_CREAT | 0600
+        "mq_open": (b"course-queue", 0o102, 0o600, 0),  # O_CREAT | O_RDWR
+        "add_key": (b"user", b"course", b"data", 4, -2),  # into the thread keyring
+        "request_key": (b"user", b"course", 0, -2),
+        "bpf": (0, 0, 0),  # BPF_MAP_CREATE
+    }
+
+    def kernel_object(name):
+        import ctypes, errno, platform
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        arguments = [ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a) for a in ARGUMENTS[name]]
+        ctypes.set_errno(0)
+        if libc.syscall(ctypes.c_long(CALLS[platform.machine()][name]), *arguments) < 0:
+            if ctypes.get_errno() == errno.EPERM:
+                raise PermissionError(errno.EPERM, f"{name}: operation not permitted")
+            raise OSError(ctypes.get_errno(), f"{name} failed otherwise")
+        return np.zeros(1)
+
+    def into_its_inputs(x):
+        for fd in range(3, 256):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:course-inputs"):
+                    os.pwrite(fd, b"\1" * (6 * 1024 * 1024), 0)
+            except OSError:
+                pass
+        return np.zeros(1)
+
+    def over_what_it_printed(t, s):
+        os.pwrite(1, b"y" * (6 * 1024 * 1024), 0)  # 6 MiB of data where its output was
+        return np.zeros(t)
+
     def in_subprocess(t, s):
         subprocess.Popen([sys.executable, "-c", f"import numpy; numpy.ones(({t}, {s}))"])
         return np.full(t, float(s))
@@ -184,3 +221,47 @@ def test_what_a_measured_call_prints_counts_as_its_memory(lesson: learner_module
     """What it printed is kept in the worker's output file (a memfd), outside its resident
     memory: the grader counts its growth."""
     assert lesson.measure("printed", T, S).peak_bytes >= 6 * MIB
+
+
+@pytest.mark.parametrize("name", ["shmget", "mq_open", "add_key", "request_key", "bpf"])
+def test_a_measured_call_may_keep_nothing_in_kernel_objects(
+    lesson: learner_module.LearnerModule, name: str
+) -> None:
+    """System V shared memory, POSIX message queues, keys and BPF maps hold data outside any
+    process's resident memory: every worker is refused them (EPERM, not another error)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("system call numbers known for x86_64 and aarch64 only")
+    with pytest.raises(errors.LearnerError, match="operation not permitted"):
+        lesson.measure("kernel_object", name)
+
+
+def test_data_written_into_its_inputs_file_counts_as_its_memory(lesson: learner_module.LearnerModule) -> None:
+    """The inputs' memfd is the worker's to map: what learner code writes into it beyond the
+    grader's own writes is counted."""
+    x = np.zeros(1024 * 1024)  # 8 MiB of inputs: room for 6 MiB of data
+    assert lesson.measure("into_its_inputs", x).peak_bytes >= 6 * MIB
+
+
+def test_data_written_over_what_it_printed_counts_as_its_memory(lesson: learner_module.LearnerModule) -> None:
+    lesson.measure("printed", T, S)
+    assert lesson.measure("over_what_it_printed", T, S).peak_bytes >= 6 * MIB
+
+
+def test_an_import_that_computes_the_answer_ahead_is_measured(tmp_path: Path) -> None:
+    """The figure counts from before the module is loaded: full scores built at import and
+    thrown away count in every measured call, however little the call itself holds."""
+    source = f"import numpy as np\n_ANSWER = np.ones(({T}, {S})).sum(axis=1)\n\ndef answer(t, s):\n    return _ANSWER\n"
+    (tmp_path / "l00_ahead.py").write_text(source, encoding="utf-8")
+    module = learner_module.LearnerModule(tmp_path, "l00_ahead", Limits(call_seconds=20.0))
+    try:
+        first, second = module.measure("answer", T, S), module.measure("answer", T, S)
+    finally:
+        module.close()
+    assert first.import_bytes >= 0.9 * FULL
+    assert first.peak_bytes >= 0.9 * FULL and second.peak_bytes >= 0.9 * FULL
+
+
+def test_an_import_of_nothing_much_adds_almost_nothing(lesson: learner_module.LearnerModule) -> None:
+    assert lesson.measure("total", np.ones(8)).import_bytes < 4 * MIB

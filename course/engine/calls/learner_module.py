@@ -109,6 +109,8 @@ class LearnerModule:
         self.deadline = time.monotonic() + self.limits.run_seconds
         self.mutated: list[str] = []
         self.meter: Worker | None = None  # the worker of measured calls (see ``measure``)
+        self.meter_import = 0  # the figure of its import (``measured.measure_call``)
+        self.inputs: SharedInputs | None = None  # the last call's inputs, as the grader wrote them
         # Seconds spent waiting for the learner's calls, from request to reply: measured here,
         # never taken from a reply, so the grader's own time (the rest) can be told apart.
         self.call_seconds = 0.0
@@ -259,7 +261,7 @@ class LearnerModule:
             },
         }
         self.mutated, self.trace = [], []
-        inputs = SharedInputs(worker.inputs)
+        inputs = self.inputs = SharedInputs(worker.inputs)
         shared = inputs.write(arrays)  # the arrays travel in the shared file
         if worker.measured:  # earlier calls' inputs must not count in its resident memory
             shared["release"] = True
@@ -340,7 +342,8 @@ class LearnerModule:
         """Call ``name(*args, **kwargs)`` in a worker of its own whose memory the grader reads
         from the kernel, never from the worker (see ``measured.measure_call``). ``peak_bytes``
         counts from a blank worker's resident size, so it includes what the learner's module
-        keeps between calls and the call's inputs; see ``testing.check_peak_below``.
+        keeps between calls, the call's inputs and the peak of the module's own import (an
+        import that computes answers ahead is counted); see ``testing.check_peak_below``.
 
         Raises like an ordinary call; a RuntimeError if this machine cannot measure soundly
         (no Landlock, so learner code could reset the mark itself)."""

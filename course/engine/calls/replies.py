@@ -32,6 +32,7 @@ class SharedInputs:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._sent: list[tuple[bytes, int, np.dtype]] = []
+        self._size = 0  # the file's size after the last ``write``
 
     def write(self, arrays: list[np.ndarray]) -> dict:
         """Put ``arrays`` in the file; returns their layout for the call's header."""
@@ -45,7 +46,17 @@ class SharedInputs:
             if os.pwrite(self.fd, raw, offset) != len(raw):
                 raise OSError("short write to the inputs file")
             self._sent.append((raw, offset, array.dtype))
+        self._size = os.fstat(self.fd).st_size
         return {"size": size, "arrays": specs}
+
+    def as_written(self, before: bytes) -> bytes:
+        """The file's contents had the grader alone written to it since it held ``before``:
+        grown with zeros as ``write`` grows it, the last call's arrays in their places."""
+        contents = bytearray(before)
+        contents.extend(bytes(max(0, self._size - len(contents))))
+        for raw, offset, _ in self._sent:
+            contents[offset : offset + len(raw)] = raw
+        return bytes(contents)
 
     def changed(self) -> list[int]:
         """Which arrays of the last ``write`` are not what the grader wrote (read now)."""

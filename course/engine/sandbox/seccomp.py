@@ -12,14 +12,14 @@ import ctypes
 
 # seccomp, per machine: audit arch; calls refused to every worker (socket, socketpair,
 # io_uring_setup, memfd_create, memfd_secret, pidfd_getfd; shmget, semget, msgget, mq_open,
-# add_key, keyctl: kernel objects that outlive a process; bpf, perf_event_open, userfaultfd,
-# unshare, setns: root's tools against the kernel, and new namespaces); calls refused to a
-# measured worker (fork, vfork, execve, execveat on x86_64; execve, execveat on aarch64); clone;
-# clone3; ioctl.
+# add_key, request_key, keyctl: kernel objects that outlive a process; bpf, perf_event_open,
+# userfaultfd, unshare, setns: root's tools against the kernel, and new namespaces); calls
+# refused to a measured worker (fork, vfork, execve, execveat on x86_64; execve, execveat on
+# aarch64); clone; clone3; ioctl.
 _SECCOMP_ARCH = {
     "x86_64": (
         0xC000003E,
-        (41, 53, 425, 319, 447, 438, 29, 64, 68, 240, 248, 250, 321, 298, 323, 272, 308),
+        (41, 53, 425, 319, 447, 438, 29, 64, 68, 240, 248, 249, 250, 321, 298, 323, 272, 308),
         (57, 58, 59, 322),
         56,
         435,
@@ -27,7 +27,7 @@ _SECCOMP_ARCH = {
     ),
     "aarch64": (
         0xC00000B7,
-        (198, 199, 425, 279, 447, 438, 194, 190, 186, 180, 217, 219, 280, 241, 282, 97, 268),
+        (198, 199, 425, 279, 447, 438, 194, 190, 186, 180, 217, 218, 219, 280, 241, 282, 97, 268),
         (221, 281),
         220,
         435,

@@ -37,6 +37,11 @@ exercise = pytest.mark.exercise
 hand_checked = pytest.mark.hand_checked
 """``@hand_checked`` marks a small case whose answer is worked out by hand in the test: when it
 fails it explains the mistake best, so it is shown before random and generated cases."""
+enumerable = pytest.mark.enumerable
+"""``@enumerable("why")`` marks a check whose calls are the same under an instructor's secret
+(``secret``) because their inputs are few enough to list (a scalar such as ``causal_mask(3)``):
+docs/instructors.md lists these checks with their points, and the project's tests hold that no
+other check makes a call with the public inputs under a secret."""
 
 
 def tolerances(dtype: np.dtype) -> tuple[float, float]:
