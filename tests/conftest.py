@@ -39,3 +39,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return module if shares_a_fixture(config.rootpath / module) else nodeid
 
     return OneByOneButModulesWithSharedFixtures(config, log)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--every-secret",
+        action="store_true",
+        help="also run the instructor's-secret sweep (every lesson, 20 random secrets; its own CI step)",
+    )

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from course.content.catalog import load_catalog
 from tests.helpers import REPO, SOLUTIONS
@@ -130,3 +131,18 @@ def test_a_classroom_template_installs_the_course_from_its_own_wheel_and_grades_
         ["bash", "-c", test["run"]], cwd=template, env=runner, capture_output=True, text=True
     )
     assert copied.returncode == 1, copied.stdout[-1000:]
+    assert "instructor's secret" not in right.stdout  # no secret kept: the public inputs
+    # The workflow's step keeps the repository's secret in a file; the grader action hands the
+    # command PATH and HOME only, and the command reads the secret from there.
+    step = yaml.safe_load(workflow)["jobs"]["run-autograding-tests"]["steps"]
+    keep = next(s for s in step if "secrets.COURSE_GRADING_SECRET" in str(s.get("env")))
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run(
+        ["bash", "-c", keep["run"]], env=dict(HOME=str(home), COURSE_GRADING_SECRET="a-class-secret"), check=True
+    )
+    (template / "l01_projections.py").write_text((SOLUTIONS / "l01_projections.py").read_text())
+    action = {"PATH": runner["PATH"], "HOME": str(home), "PYTHONPATH": str(site), "NO_COLOR": "1"}
+    secret = subprocess.run(["bash", "-c", test["run"]], cwd=template, env=action, capture_output=True, text=True)
+    assert secret.returncode == 0, secret.stdout[-1000:]
+    assert "Graded with an instructor's secret" in " ".join(secret.stdout.split())

@@ -79,7 +79,9 @@ def main() -> int:
                 if same:
                     wrong += 1
                     checks = sorted({within_file(c.check) for c in same})
-                    print(f"  secret {number}: {len(same)} calls equal to public ones in: {', '.join(checks)}")
+                    print(
+                        f"  secret {number}: {len(same)} calls equal to public ones in: {', '.join(checks)}"
+                    )
     if args.save_public:
         args.save_public.write_text(json.dumps(saved, indent=1) + "\n")
     print("OK" if not wrong else f"{wrong} problems")

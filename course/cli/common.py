@@ -57,6 +57,8 @@ def use_secret(file: Path | None) -> str:
             secret.use_environment()
     except secret.SecretError as problem:
         fail(f"{problem}.")
+    if secret.in_use():
+        secret.keep_from_other_processes()
     return secret.identity()
 
 

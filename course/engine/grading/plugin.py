@@ -124,7 +124,9 @@ class GradingPlugin:
         config.stash[LEARNER] = self.learner
         config.addinivalue_line("markers", "exercise(name): the catalog exercise a test grades")
         config.addinivalue_line("markers", "hand_checked: a small case whose answer is worked out by hand")
-        config.addinivalue_line("markers", "enumerable(why): inputs the same under a secret, listed in the docs")
+        config.addinivalue_line(
+            "markers", "enumerable(why): inputs the same under a secret, listed in the docs"
+        )
         from course.engine.testing import compare  # registers the derandomised "grading" profile
 
         if compare.settings is not None:

@@ -48,6 +48,18 @@ def _key_of(secret: str | bytes) -> bytes:
     return hashlib.sha256(b"attention-course grading secret\0" + raw).digest()
 
 
+def keep_from_other_processes() -> None:
+    """Make this process (which holds a secret) not dumpable: no other process of the user may
+    read its memory or its environment through /proc, whatever the sandbox of a worker (exec'd
+    processes, workers among them, are dumpable again). Linux only; elsewhere nothing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
 def use_file(path: Path) -> None:
     """Grade with the secret held in the file ``path`` (its text, surrounding blanks removed)."""
     try:

@@ -173,7 +173,8 @@ def serve(path: Path) -> int:
         return 0  # another server for this build won the race
     _forget_stale_servers(path)
     with contextlib.suppress(secret.SecretError):  # unusable: its checks failed before asking
-        secret.use_environment()  # the one this build's fingerprint, and so the socket, names
+        if secret.use_environment():  # the one this build's fingerprint, and so the socket, names
+            secret.keep_from_other_processes()
     _warm_up()
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -40,7 +40,7 @@ from course.engine.results import PASSED, LessonResult
 from course.engine.sandbox import cgroups, landlock
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
-from course.instructor.classroom import similarity
+from course.instructor.classroom import literals, similarity
 from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
 
@@ -198,6 +198,7 @@ class Ahead:
             return
         row["problems"] += opened.problems
         row["fingerprints"] = similarity.fingerprints(opened.sources, self.lessons)  # before any code runs
+        row["literals"] = literals.sizes(opened.sources, self.lessons)
         if self.grouped:
             bundle.group = cgroups.SubmissionGroup.make(SUBMISSION_MEMORY)
             if bundle.group is None:

@@ -174,10 +174,22 @@ def check_command(lesson: Lesson) -> str:
     the student's repository lacks it); no warm grader is left behind on the runner, no earlier
     grade is reused (``--fresh``: the runner's cache folder is not ours to trust), and the code
     is graded sealed, as ``course grade`` grades it (``--sealed``: it may read nothing of the
-    installed course but its engine, so not the reference solutions)."""
+    installed course but its engine, so not the reference solutions), with the instructor's
+    secret if the workflow kept one (``SECRET_FILE``: the grader actions hand a command PATH
+    and HOME only, never the workflow's secrets)."""
     return (
-        f"mkdir -p .course && COURSE_SERVER=off course check {lesson.number} --workspace . --fresh --sealed"
+        f'mkdir -p .course && COURSE_SERVER=off COURSE_GRADING_SECRET="$(cat {SECRET_FILE} 2>/dev/null)" '
+        f"course check {lesson.number} --workspace . --fresh --sealed"
     )
+
+
+SECRET_FILE = '"$HOME/.course-grading-secret"'  # as the check command's shell reads it
+SECRET_STEP = (  # the workflow's step that keeps the repository's or organisation's secret there
+    "    - name: Keep the instructor's grading secret for the checks",
+    "      env:",
+    "        COURSE_GRADING_SECRET: ${{ secrets.COURSE_GRADING_SECRET }}",
+    "      run: " + json.dumps(f"umask 077 && printf '%s' \"$COURSE_GRADING_SECRET\" > {SECRET_FILE}"),
+)
 
 
 TIMEOUT_MINUTES = 10  # one lesson's check on GitHub's runner, in autograding.json and the workflow
@@ -221,6 +233,7 @@ def _workflow(lessons: Sequence[Lesson], points: dict[str, int], install: str) -
         "        python-version: '3.11'",
         "    - name: Install the course",
         f"      run: {q(install)}",
+        *SECRET_STEP,
     ]
     ids = []
     for lesson in lessons:

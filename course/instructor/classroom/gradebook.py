@@ -34,7 +34,7 @@ from course import __version__
 from course.content.catalog import Lesson
 from course.engine.grading import forked
 from course.engine.sandbox import cgroups
-from course.instructor.classroom import class_stream, similarity
+from course.instructor.classroom import class_stream, literals, similarity
 from course.instructor.classroom.safe_text import safe_text
 
 if TYPE_CHECKING:
@@ -126,6 +126,7 @@ def grade_folder(
         rows = _grade_notebooks(jobs, modules, workers, on_row)
         ordered = [rows[key] for key in jobs]
     similarity.flag(ordered, lessons)
+    literals.flag(ordered, lessons)
     return Report(ordered, points, workers, time.monotonic() - started)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.content.catalog import Catalog, Lesson, load_catalog
-from course.instructor.classroom import similarity
+from course.instructor.classroom import literals, similarity
 from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import lesson_summary
 from course.instructor.notebooks.build import earlier_modules
@@ -217,6 +217,7 @@ def grade_submission(submission: NotebookSubmission, modules: list[str]) -> dict
         row["problems"].append("no notebook of the graded lessons")
     chosen = [lesson for lesson in map(catalog.by_module, modules) if lesson is not None]
     row["fingerprints"] = similarity.fingerprints(sources, chosen)
+    row["literals"] = literals.sizes(sources, chosen)
     row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote file names
     return row
 
