@@ -71,6 +71,26 @@ def equal_to_public(public: list[Heard], under_secret: list[Heard]) -> list[Hear
 
 def enumerable_checks(module: str) -> dict[str, str]:
     """The checks of ``module``'s grading tests marked ``@enumerable(why)``: name -> why."""
+    return {name: why for name, (why, _) in _enumerable(module).items()}
+
+
+def enumerable_table() -> str:
+    """The docs' list of the checks marked ``@enumerable``, lesson by lesson, with their points
+    (one per check): what a memorising file can still pass under a secret."""
+    from course.content.catalog import load_catalog
+
+    lines = ["| Lesson | Check | Points | Why its inputs stay the same |", "| --- | --- | --- | --- |"]
+    total = 0
+    for lesson in load_catalog().available():
+        for _, (why, title) in sorted(_enumerable(lesson.module).items()):
+            lines.append(f"| {lesson.id} | {title} | 1 | {why} |")
+            total += 1
+    lines.append(f"| all | | {total} | |")
+    return "\n".join(lines) + "\n"
+
+
+def _enumerable(module: str) -> dict[str, tuple[str, str]]:
+    """name -> (why, title) of the checks of ``module`` marked ``@enumerable``."""
     import importlib.util
 
     from course.content.catalog import load_catalog
@@ -80,7 +100,7 @@ def enumerable_checks(module: str) -> dict[str, str]:
     assert spec is not None and spec.loader is not None
     loaded = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loaded)
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for name, value in vars(loaded).items():
         members = vars(value).items() if isinstance(value, type) else [(name, value)]
         for member_name, member in members:
@@ -89,7 +109,8 @@ def enumerable_checks(module: str) -> dict[str, str]:
             for mark in [*getattr(member, "pytestmark", []), *getattr(value, "pytestmark", [])]:
                 if mark.name == "enumerable":
                     check = f"{name}::{member_name}" if isinstance(value, type) else member_name
-                    found[check] = str(mark.args[0]) if mark.args else ""
+                    title = ((member.__doc__ or "").strip().splitlines() or [member_name])[0].strip()
+                    found[check] = (str(mark.args[0]) if mark.args else "", title)
     return found
 
 

@@ -24,10 +24,11 @@ import pytest
 from course.content.catalog import load_catalog
 from course.engine.testing import secret
 from course.instructor.classroom import literals
-from tests.helpers import SOLUTIONS, run_course, solutions_with
+from tests.helpers import REPO, SOLUTIONS, run_course, solutions_with
 from tests.secret_calls import (
     correct_implementations,
     enumerable_checks,
+    enumerable_table,
     equal_to_public,
     failed_checks,
     graded_and_heard,
@@ -138,14 +139,14 @@ def test_every_correct_implementation_passes_under_twenty_secrets_and_memorised_
     _, public = graded_and_heard(solutions_with(tmp_path / "public", module, reference), module)
     failures = []
     for number, value in enumerate(random_secrets(20), 1):
-        for label, source in correct_implementations(module):
-            folder = solutions_with(tmp_path / f"{number}-{len(failures)}", module, source)
+        for index, (label, source) in enumerate(correct_implementations(module)):
+            folder = solutions_with(tmp_path / f"{number}-{index}", module, source)
             result, heard = graded_and_heard(folder, module, value)
             if result["status"] != "passed":
-                failures.append(f"secret {number}, {label}: {failed_checks(result)[:3]}")
+                failures.append(f"secret {value!r}, {label}: {failed_checks(result)[:3]}")
             if label == "solution":
                 repeated = {within_file(c.check) for c in equal_to_public(public, heard)} - enumerable
-                assert not repeated, f"calls equal to public ones under secret {number}: {sorted(repeated)}"
+                assert not repeated, f"calls equal to public ones under secret {value!r}: {sorted(repeated)}"
     assert not failures, "\n".join(failures)
     memorised = memorising_folder(tmp_path / "memorised", module)
     result, _ = graded_and_heard(memorised, module, random_secrets(1)[0])
@@ -299,3 +300,11 @@ def test_a_solution_written_into_its_skeleton_holds_few_literals(module):
         1,
     )
     assert literals.beyond_skeleton(written.encode(), skeleton.encode()) < literals.LIMIT / 4
+
+
+def test_the_docs_list_every_check_marked_enumerable_with_its_points():
+    """docs/instructors.md's list is the one `python tools/secret_inputs.py --docs` prints."""
+    text = (REPO / "docs" / "instructors.md").read_text(encoding="utf-8")
+    start = text.index("\n", text.index("<!-- enumerable checks:")) + 1
+    end = text.index("<!-- end of the enumerable checks -->")
+    assert text[start:end] == enumerable_table()

@@ -125,7 +125,9 @@ SOURCE = textwrap.dedent(
         import ctypes, errno, platform
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
-        arguments = [ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a) for a in ARGUMENTS[name]]
+        arguments = [
+            ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a) for a in ARGUMENTS[name]
+        ]
         ctypes.set_errno(0)
         if libc.syscall(ctypes.c_long(CALLS[platform.machine()][name]), *arguments) < 0:
             if ctypes.get_errno() == errno.EPERM:
@@ -252,7 +254,10 @@ def test_data_written_over_what_it_printed_counts_as_its_memory(lesson: learner_
 def test_an_import_that_computes_the_answer_ahead_is_measured(tmp_path: Path) -> None:
     """The figure counts from before the module is loaded: full scores built at import and
     thrown away count in every measured call, however little the call itself holds."""
-    source = f"import numpy as np\n_ANSWER = np.ones(({T}, {S})).sum(axis=1)\n\ndef answer(t, s):\n    return _ANSWER\n"
+    source = (
+        f"import numpy as np\n_ANSWER = np.ones(({T}, {S})).sum(axis=1)\n\n"
+        "def answer(t, s):\n    return _ANSWER\n"
+    )
     (tmp_path / "l00_ahead.py").write_text(source, encoding="utf-8")
     module = learner_module.LearnerModule(tmp_path, "l00_ahead", Limits(call_seconds=20.0))
     try:
@@ -265,3 +270,19 @@ def test_an_import_that_computes_the_answer_ahead_is_measured(tmp_path: Path) ->
 
 def test_an_import_of_nothing_much_adds_almost_nothing(lesson: learner_module.LearnerModule) -> None:
     assert lesson.measure("total", np.ones(8)).import_bytes < 4 * MIB
+
+
+def test_a_lesson_13_file_whose_import_builds_full_scores_fails_its_memory_check(tmp_path: Path) -> None:
+    """The attack end to end: the lesson's own measured size of scores, built and thrown away
+    at import, fails the memory check, which says the import did it and names no mistake."""
+    from tests.helpers import SOLUTIONS, grade_folder, solutions_with
+
+    module = "l13_online_softmax"
+    ahead = "import numpy as _np\n_np.ones((512, 32768)).sum()\n"
+    result = grade_folder(
+        solutions_with(tmp_path, module, ahead + (SOLUTIONS / f"{module}.py").read_text()), module
+    )
+    checks = {c["name"]: c for e in result["exercises"] for c in e["checks"]}
+    memory = checks["test_never_a_t_by_s_array_of_scores"]
+    assert result["status"] == "failed" and memory["status"] == "failed"
+    assert "import of the module alone peaked at" in memory["message"] and not memory["mistake_id"]

@@ -5,6 +5,7 @@ secret still hand learner code the inputs of a public grade (allowed only in che
 
     python tools/secret_inputs.py [--lessons 1,2] [--secrets 20] [--seed N] [--solution-only]
                                   [--save-public FILE | --compare-public FILE]
+    python tools/secret_inputs.py --docs
 
 ``--save-public`` writes every public call (check, function, digest) of the solutions;
 ``--compare-public`` says which public calls changed since (a change to a grading test must leave
@@ -25,6 +26,7 @@ from tests.helpers import solutions_with  # noqa: E402 - the repository's root i
 from tests.secret_calls import (  # noqa: E402
     correct_implementations,
     enumerable_checks,
+    enumerable_table,
     equal_to_public,
     failed_checks,
     graded_and_heard,
@@ -43,7 +45,13 @@ def main() -> int:
     parser.add_argument("--solution-only", action="store_true", help="grade only the reference solutions")
     parser.add_argument("--save-public", type=Path, metavar="FILE")
     parser.add_argument("--compare-public", type=Path, metavar="FILE")
+    parser.add_argument(
+        "--docs", action="store_true", help="print docs/instructors.md's list of enumerable checks"
+    )
     args = parser.parse_args()
+    if args.docs:
+        print(enumerable_table(), end="")
+        return 0
     catalog = load_catalog()
     lessons = catalog.resolve_list(args.lessons)
     keys = random_secrets(args.secrets, args.seed)

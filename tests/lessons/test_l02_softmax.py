@@ -21,14 +21,12 @@ from course.engine.testing import (
     exercise,
     failure,
     hand_checked,
+    rng,
+    variation,
 )
 
 B, H, T, S = 2, 4, 3, 5
 INF = np.inf
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles
@@ -299,6 +297,11 @@ def array_of_shape(out, shape, what, mistakes=None):
     raise failure(message, diagnose(out, mistakes, np.full(shape, np.nan)))
 
 
+def plus(c):
+    """The text " + c" of a shift c ("" for none)."""
+    return "" if c == 0 else f" {'+' if c > 0 else '-'} {abs(c):g}"
+
+
 def with_axis(name, kwargs):
     return f"{name}(x{''.join(f', axis={a}' for a in kwargs.values())})"
 
@@ -322,6 +325,14 @@ HUGE = np.array(
         [1000.0, -1000.0, 0.0, 999.0, -999.0],
     ]
 )  # (T, S)
+
+
+def huge(name):
+    """HUGE, as the case `name` sees it."""
+    # Under an instructor's secret: the rows and the columns reordered, every logit shifted by c.
+    v = variation(name)
+    return HUGE[v.permutation(T)][:, v.permutation(S)] + v.shift()
+
 
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3)
 seeds = st.integers(0, 2**32 - 1)
@@ -357,15 +368,19 @@ class TestSoftmax:
     @hand_checked
     def test_softmax_small_case_by_hand(self, lesson):
         """softmax(log([[1, 3], [2, 2]])) by hand is [[0.25, 0.75], [0.5, 0.5]]"""
-        x = np.log(np.array([[1.0, 3.0], [2.0, 2.0]]))
+        # Under an instructor's secret: the rows and the columns swapped, every score shifted by c.
+        v = variation("softmax by hand")
+        c, rows, cols = v.shift(), v.permutation(2), v.permutation(2)
+        table = np.array([[1.0, 3.0], [2.0, 2.0]])[rows][:, cols]
+        x = np.log(table) + c
         # exp(x) = [[1, 3], [2, 2]]: each row divided by its sum, 4 and 4.
-        expected = np.array([[0.25, 0.75], [0.5, 0.5]])
+        expected = np.array([[0.25, 0.75], [0.5, 0.5]])[rows][:, cols]
         # Over the columns instead (sums 3 and 5): [[1/3, 3/5], [2/3, 2/5]].
-        by_column = np.array([[1 / 3, 3 / 5], [2 / 3, 2 / 5]])
+        by_column = np.array([[1 / 3, 3 / 5], [2 / 3, 2 / 5]])[rows][:, cols]
         check(
             call(lesson.softmax, x),
             expected,
-            what="softmax(log([[1, 3], [2, 2]]))",
+            what=f"softmax(log({table.astype(int).tolist()}){plus(c)})",
             dims="T S",
             mistakes={
                 SOFTMAX_WRONG_AXIS.format(
@@ -377,12 +392,15 @@ class TestSoftmax:
 
     def test_softmax_of_equal_scores_is_uniform(self, lesson):
         """equal scores get equal weights 1/S"""
-        x = np.full((T, S), 7.0)  # every score equal: every weight 1/S = 0.2
+        # Under an instructor's secret: the score 7.0 scaled by s and shifted by c.
+        v = variation("softmax of equal scores")
+        score = 7.0 * v.scale() + v.shift()
+        x = np.full((T, S), score)  # every score equal: every weight 1/S = 0.2
         # Over the columns instead: every weight 1/T = 1/3.
         check(
             call(lesson.softmax, x),
             np.full((T, S), 0.2),
-            what="softmax(all 7.0)",
+            what=f"softmax(all {score})",
             dims="T S",
             mistakes={
                 SOFTMAX_WRONG_AXIS.format(which="axis 0 instead of axis -1"): np.full((T, S), 1 / T),
@@ -442,7 +460,7 @@ class TestSoftmax:
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float64(self, lesson):
         """logits near +1000, near -1000 and mixed, in float64"""
-        x = HUGE.copy()
+        x = huge("softmax float64 logits near +-1000")
         check(
             call(lesson.softmax, x),
             softmax_loop(x),
@@ -460,7 +478,7 @@ class TestSoftmax:
 
     def test_softmax_of_logits_around_plus_minus_1000_in_float32(self, lesson):
         """logits near +1000, near -1000 and mixed, in float32"""
-        x = HUGE.astype(np.float32)
+        x = huge("softmax float32 logits near +-1000").astype(np.float32)
         check(
             call(lesson.softmax, x),
             softmax_loop(x),
@@ -472,7 +490,7 @@ class TestSoftmax:
     def test_softmax_in_float32_survives_logits_of_100(self, lesson):
         """float32 logits near +-100 do not overflow (exp overflows above 88.7)"""
         # float64 would survive exp(100) without the maximum; float32 overflows above 88.7.
-        x = (HUGE / 10).astype(np.float32)
+        x = (huge("softmax float32 logits near +-100") / 10).astype(np.float32)
         check(
             call(lesson.softmax, x),
             softmax_loop(x),
@@ -483,43 +501,52 @@ class TestSoftmax:
 
     def test_softmax_of_an_all_minus_inf_row_is_all_zeros(self, lesson):
         """a row of all -inf gives all zeros, not NaN"""
+        # Under an instructor's secret: other rows and columns masked.
+        v = variation("softmax all -inf row")
+        rows, cols = v.permutation(T), v.permutation(S)
+        full, part, masked = rows[1], rows[2], cols[[0, 2, 4]]
         x = rng(6).standard_normal((T, S))
-        x[1] = -INF  # every key masked
-        x[2, [0, 2, 4]] = -INF  # some keys masked: the others share the weight
+        x[full] = -INF  # every key masked
+        x[part, masked] = -INF  # some keys masked: the others share the weight
         expected = softmax_loop(x)
-        assert not expected[1].any() and expected[2, [0, 2, 4]].sum() == 0
+        assert not expected[full].any() and expected[part, masked].sum() == 0
         with_nan = expected.copy()
-        with_nan[1] = np.nan
+        with_nan[full] = np.nan
         check(
             call(lesson.softmax, x),
             expected,
-            what="softmax(x) with row 1 all -inf and row 2 partly -inf",
+            what=f"softmax(x) with row {full} all -inf and row {part} partly -inf",
             dims="T S",
             mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x)},
         )
 
     def test_softmax_of_an_all_minus_inf_slice_along_axis_0_in_float32(self, lesson):
         """an all -inf slice along axis 0 in float32 gives zeros, not NaN"""
+        # Under an instructor's secret: other slices masked, and an all -inf x of another shape.
+        v = variation("softmax all -inf slice along axis 0")
+        rows, cols = v.permutation(T), v.permutation(S)
+        t, s = rows[1], cols[3]
         x = rng(7).standard_normal((B, T, S)).astype(np.float32)
-        x[:, 1, 3] = -INF  # the slice along axis 0 at (t=1, s=3)
-        x[0, 2, 0] = -INF
+        x[:, t, s] = -INF  # the slice along axis 0 at (t=1, s=3)
+        x[0, rows[2], cols[0]] = -INF
         expected = softmax_loop(x, 0)
         with_nan = expected.astype(np.float64)
-        with_nan[:, 1, 3] = np.nan
+        with_nan[:, t, s] = np.nan
         check(
             call(lesson.softmax, x, axis=0),
             expected,
-            what="softmax(x, axis=0) in float32 with x[:, 1, 3] all -inf",
+            what=f"softmax(x, axis=0) in float32 with x[:, {t}, {s}] all -inf",
             dims="B T S",
             mistakes={MASKED_NAN: with_nan, **softmax_mistakes(x, 0)},
         )
-        whole = np.full((T, S), -INF)
+        shape, dims = v.pick((((T, S), "T S"), ((S, T), "S T"), ((B, T, S), "B T S"), ((H, S), "H S")))
+        whole = np.full(shape, -INF)
         check(
             call(lesson.softmax, whole),
-            np.zeros((T, S)),
+            np.zeros(shape),
             what="softmax(all -inf)",
-            dims="T S",
-            mistakes={MASKED_NAN: np.full((T, S), np.nan)},
+            dims=dims,
+            mistakes={MASKED_NAN: np.full(shape, np.nan)},
         )
 
     def test_softmax_keeps_float32_and_float64(self, lesson):
@@ -608,6 +635,9 @@ class TestSoftmax:
     def test_softmax_preserves_the_order_within_a_row(self, lesson, shape, pick, scale, seed):
         """a larger score gets a larger weight, equal scores equal weights"""
         x = np.round(rng(seed).standard_normal(shape) * scale, 1)  # rounding makes some ties
+        # Under an instructor's secret: every score shifted by c, off the 0.1 grid of a public grade.
+        c = variation("softmax order within a row").shift(values=(-0.75, -0.25, 0.25, 0.75))
+        x = x + c if c else x  # (adding 0.0 would turn a -0.0 into 0.0)
         axis = pick_axis(x.ndim, pick)
         what = f"softmax(x, axis={axis}) with x {x.shape}"
         out = array_of_shape(call(lesson.softmax, x, axis=axis), x.shape, what, softmax_mistakes(x, axis))
@@ -641,32 +671,38 @@ class TestLogsumexp:
     @hand_checked
     def test_logsumexp_small_case_by_hand(self, lesson):
         """logsumexp(log([[1, 3], [2, 6]])) by hand is [log 4, log 8]"""
-        x = np.log(np.array([[1.0, 3.0], [2.0, 6.0]]))
+        # Under an instructor's secret: the rows and the columns swapped, every score shifted by c.
+        v = variation("logsumexp by hand")
+        c, rows, cols = v.shift(), v.permutation(2), v.permutation(2)
+        table = np.array([[1.0, 3.0], [2.0, 6.0]])[rows][:, cols]
+        x = np.log(table) + c
         # exp(x) = [[1, 3], [2, 6]]: row sums 4 and 8, so [log 4, log 8].
         # Column sums instead: 3 and 9, so [log 3, log 9].
+        by_row, by_column = np.log([4.0, 8.0])[rows] + c, np.log([3.0, 9.0])[cols] + c
         check(
             call(lesson.logsumexp, x),
-            np.log([4.0, 8.0]),
-            what="logsumexp(log([[1, 3], [2, 6]]))",
+            by_row,
+            what=f"logsumexp(log({table.astype(int).tolist()}){plus(c)})",
             dims="T",
             mistakes={
-                LSE_KEEPDIMS: np.log([[4.0], [8.0]]),
-                LSE_WRONG_AXIS.format(which="the columns, axis 0, instead of the rows, axis -1"): np.log(
-                    [3.0, 9.0]
-                ),
+                LSE_KEEPDIMS: by_row[:, None],
+                LSE_WRONG_AXIS.format(which="the columns, axis 0, instead of the rows, axis -1"): by_column,
                 **lse_mistakes(x),
             },
         )
 
     def test_logsumexp_of_a_1d_array_is_a_scalar(self, lesson):
         """logsumexp of a 1-D array is a scalar: log 4 for np.zeros(4)"""
-        x = np.zeros(4)  # log(1 + 1 + 1 + 1) = log 4
+        # Under an instructor's secret: another length n, every entry c instead of 0.
+        v = variation("logsumexp of a 1-D array")
+        n, c = v.integers(2, 9, 4), v.shift()
+        x = np.zeros(n) + c  # log(1 + 1 + 1 + 1) = log 4 (plus c)
         check(
             call(lesson.logsumexp, x),
-            np.array(math.log(4)),
-            what="logsumexp(np.zeros(4))",
+            np.array(math.log(n) + c),
+            what=f"logsumexp(np.zeros({n}))" if c == 0 else f"logsumexp(np.full({n}, {c:g}))",
             dims="",
-            mistakes={LSE_KEEPDIMS: np.array([math.log(4)])},
+            mistakes={LSE_KEEPDIMS: np.array([math.log(n) + c])},
         )
 
     def test_logsumexp_along_axis_0_and_axis_1_of_a_t_by_s_input(self, lesson):
@@ -695,7 +731,7 @@ class TestLogsumexp:
 
     def test_logsumexp_of_logits_around_plus_minus_1000_in_float64(self, lesson):
         """logits near +1000, near -1000 and mixed, in float64"""
-        x = HUGE.copy()
+        x = huge("logsumexp float64 logits near +-1000")
         check(
             call(lesson.logsumexp, x),
             logsumexp_loop(x),
@@ -713,28 +749,33 @@ class TestLogsumexp:
 
     def test_logsumexp_of_logits_around_plus_minus_1000_and_100_in_float32(self, lesson):
         """logits near +-1000 and near +-100, in float32"""
-        for x in (HUGE.astype(np.float32), (HUGE / 10).astype(np.float32)):
+        logits = huge("logsumexp float32 logits near +-1000 and +-100")
+        for x, near in ((logits.astype(np.float32), 1000), ((logits / 10).astype(np.float32), 100)):
             check(
                 call(lesson.logsumexp, x),
                 logsumexp_loop(x),
-                what=f"logsumexp(x) in float32 of logits near +-{abs(x[2]).max():.0f}",
+                what=f"logsumexp(x) in float32 of logits near +-{near}",
                 dims="T",
                 mistakes=lse_mistakes(x),
             )
 
     def test_logsumexp_of_an_all_minus_inf_row_is_minus_inf(self, lesson):
         """a row of all -inf gives -inf, not NaN, in float64 and float32"""
+        # Under an instructor's secret: other rows and columns masked.
+        v = variation("logsumexp all -inf row")
+        rows, cols = v.permutation(T), v.permutation(S)
+        full, part = rows[1], rows[2]
         x = rng(23).standard_normal((T, S))
-        x[1] = -INF
-        x[2, [1, 3]] = -INF
+        x[full] = -INF
+        x[part, cols[[1, 3]]] = -INF
         expected = logsumexp_loop(x)
-        assert expected[1] == -INF
+        assert expected[full] == -INF
         with_nan = expected.copy()
-        with_nan[1] = np.nan
+        with_nan[full] = np.nan
         check(
             call(lesson.logsumexp, x),
             expected,
-            what="logsumexp(x) with row 1 all -inf and row 2 partly -inf",
+            what=f"logsumexp(x) with row {full} all -inf and row {part} partly -inf",
             dims="T",
             mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x)},
         )
@@ -742,7 +783,7 @@ class TestLogsumexp:
         check(
             call(lesson.logsumexp, x32, axis=0),
             expected.astype(np.float32),
-            what="logsumexp(x, axis=0) in float32 with column 1 all -inf",
+            what=f"logsumexp(x, axis=0) in float32 with column {full} all -inf",
             dims="T",
             mistakes={LSE_MASKED_NAN: with_nan, **lse_mistakes(x32, 0)},
         )

@@ -22,6 +22,8 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 B, H, T, S, K, KV = 2, 3, 4, 5, 6, 7
@@ -33,10 +35,6 @@ DIMS = {
     "attention_scores": {"q": "T K", "k": "S K"},
     "scaled_dot_product_attention": {"q": "T K", "k": "S K", "v": "S Kv", "mask": "T S"},
 }
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -417,10 +415,16 @@ class TestAttentionScores:
     @hand_checked
     def test_scores_small_case_by_hand(self, lesson):
         """a (2, 4) q and a (3, 4) k by hand: q @ k^T / sqrt(4)"""
+        # Under an instructor's secret: q scaled by a and k by b, the queries, the keys and the
+        # features (of q and k together) reordered.
+        var = variation("attention_scores by hand")
+        a, b = var.scale(), var.scale()
+        queries, keys, features = var.permutation(2), var.permutation(3), var.permutation(4)
         q = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 2.0]])  # (T=2, K=4): sqrt(K) = 2
         k = np.array([[1.0, 0.0, 1.0, 0.0], [2.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 4.0]])  # (S=3, K=4)
+        q, k = q[queries][:, features] * a, k[keys][:, features] * b
         # q @ k^T = [[1, 4, 0], [2, 0, 8]]; divided by sqrt(4) = 2: [[0.5, 2, 0], [1, 0, 4]]
-        expected = np.array([[0.5, 2.0, 0.0], [1.0, 0.0, 4.0]])
+        expected = np.array([[0.5, 2.0, 0.0], [1.0, 0.0, 4.0]])[queries][:, keys] * (a * b)
         check_array(
             lesson.attention_scores(q, k),
             expected,
@@ -554,17 +558,26 @@ class TestScaledDotProductAttention:
     @hand_checked
     def test_attention_small_case_by_hand(self, lesson):
         """a small masked case by hand, one query row fully masked"""
+        # Under an instructor's secret: v scaled by c and shifted by d; the queries, the keys
+        # (with their values and mask columns), the features of q and k, and v's columns reordered.
+        var = variation("scaled_dot_product_attention by hand")
+        c, d = var.scale(), var.shift()
+        queries, keys, features, columns = (var.permutation(n) for n in (3, 2, 4, 3))
         q = np.array(
             [[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]]
         )  # (T=3, K=4): sqrt(K) = 2
         k = np.array([[math.log(3.0), 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])  # (S=2, K=4)
         v = np.array([[4.0, 0.0, 1.0], [0.0, 8.0, 1.0]])  # (S=2, Kv=3)
         mask = np.array([[True, True], [False, True], [False, False]])
+        q, k = q[queries][:, features], k[keys][:, features]
+        v, mask = v[keys][:, columns] * c + d, mask[queries][:, keys]
         # row 0: scores [2 ln3 / 2, 0] = [ln 3, 0] -> weights [3/4, 1/4] -> out [3, 2, 1]
         # row 1: key 0 blocked -> weights [0, 1] -> out = v[1] = [0, 8, 1]
         # row 2: every key blocked -> weights [0, 0] and out [0, 0, 0]
-        expected_weights = np.array([[0.75, 0.25], [0.0, 1.0], [0.0, 0.0]])
-        expected_out = np.array([[3.0, 2.0, 1.0], [0.0, 8.0, 1.0], [0.0, 0.0, 0.0]])
+        expected_weights = np.array([[0.75, 0.25], [0.0, 1.0], [0.0, 0.0]])[queries][:, keys]
+        expected_out = np.array([[3.0, 2.0, 1.0], [0.0, 8.0, 1.0], [0.0, 0.0, 0.0]])[:, columns] * c
+        expected_out[:2] += d  # a fully masked row stays 0
+        expected_out = expected_out[queries]
         what = "scaled_dot_product_attention on the hand-checked q (3, 4), k (2, 4), v (2, 3), mask"
         out, weights = pair(lesson.scaled_dot_product_attention(q, k, v, mask=mask), what)
         check_array(
@@ -613,7 +626,8 @@ class TestScaledDotProductAttention:
         """a (T, S) mask applies to every batch element and head"""
         q, k, v = qkv(rng(23), lead=(B, H))
         mask = np.tril(np.ones((T, S), bool), k=S - T)  # causal, aligned bottom-right
-        mask[0] = False  # query 0 may attend nothing
+        # Under an instructor's secret: another query attends nothing.
+        mask[variation("a (T, S) mask").integers(0, T, 0)] = False  # query 0 may attend nothing
         check_attention(
             lesson.scaled_dot_product_attention(q, k, v, mask=mask),
             q,
@@ -627,8 +641,10 @@ class TestScaledDotProductAttention:
     def test_a_padding_mask_b_1_s_hides_different_keys_per_batch_element(self, lesson):
         """a (B, 1, S) padding mask hides different keys per batch element"""
         q, k, v = qkv(rng(24))
-        lengths = [S, 2]  # batch element 1 has only 2 real keys
-        mask = (np.arange(S) < np.array(lengths)[:, None])[:, None, :]  # (B, 1, S)
+        # Under an instructor's secret: the short element has another length and comes first.
+        var = variation("a (B, 1, S) padding mask")
+        lengths = np.array([S, var.integers(1, S, 2)])[var.permutation(B)]  # batch element 1 has 2 real keys
+        mask = (np.arange(S) < lengths[:, None])[:, None, :]  # (B, 1, S)
         check_attention(
             lesson.scaled_dot_product_attention(q, k, v, mask=mask),
             q,
@@ -636,7 +652,7 @@ class TestScaledDotProductAttention:
             v,
             mask,
             what="scaled_dot_product_attention(q, k, v, mask) with a (B, 1, S) = "
-            "(2, 1, 5) padding mask of lengths [5, 2]",
+            f"(2, 1, 5) padding mask of lengths {lengths.tolist()}",
         )
 
     def test_a_b_t_s_mask_gives_each_batch_element_its_own_mask(self, lesson):

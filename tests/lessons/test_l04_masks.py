@@ -17,15 +17,14 @@ from course.engine.testing import (
     check_array,
     check_not_modified,
     diagnose,
+    enumerable,
     exercise,
     hand_checked,
+    rng,
+    variation,
 )
 
 B, T, S = 3, 4, 7
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -207,93 +206,123 @@ def combine_mistakes(*masks):
 class TestCausalMask:
     def test_causal_mask_is_t_by_s_and_aligned_bottom_right(self, lesson):
         """causal_mask(4, 7) is (T, S) and aligned bottom-right"""
+        # Under an instructor's secret: other sizes t < s, beyond every public call (t >= 8).
+        var = variation("causal_mask(T, S)")
+        t = var.integers(8, 12, T)
+        s = t + var.integers(1, 6, S - T)
         check_mask(
-            lesson.causal_mask(T, S),
-            causal_loop(T, S),
-            what=f"causal_mask({T}, {S})",
+            lesson.causal_mask(t, s),
+            causal_loop(t, s),
+            what=f"causal_mask({t}, {s})",
             dims="T S",
-            mistakes=causal_mistakes(T, S),
+            mistakes=causal_mistakes(t, s),
         )
 
     @hand_checked
     def test_causal_mask_small_case_by_hand(self, lesson):
         """causal_mask(2, 5) by hand: 3 cached keys, then 2 new queries"""
+        # Under an instructor's secret: e more cached keys in front (s >= 9, beyond every public
+        # call), which both queries see and a top-left mask hides.
+        e = variation("causal_mask by hand").integers(4, 9, 0)
+        s = 5 + e
+
+        def cached(mask):  # the e keys in front are seen by both queries
+            return np.concatenate([np.ones((2, e), bool), mask], axis=1)
+
         # 3 cached tokens and 2 new ones: query 0 sits at position 3, query 1 at position 4.
-        expected = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool)
+        expected = cached(np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=bool))
+        # A top-left mask puts its diagonal at the first keys: it hides the e keys at the end.
+        top_left = np.array([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0]], dtype=bool)
         check_mask(
-            lesson.causal_mask(2, 5),
+            lesson.causal_mask(2, s),
             expected,
-            what="causal_mask(2, 5)",
+            what=f"causal_mask(2, {s})",
             dims="T S",
             mistakes={
-                TOP_LEFT: np.array([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0]], dtype=bool),
-                DIAGONAL: np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=bool),
+                TOP_LEFT: np.concatenate([top_left, np.zeros((2, e), bool)], axis=1),
+                DIAGONAL: cached(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=bool)),
                 CAUSAL_FLIPPED: ~expected,
-                **causal_mistakes(2, 5),
+                **causal_mistakes(2, s),
             },
         )
 
     def test_causal_mask_with_s_omitted_is_the_lower_triangle(self, lesson):
         """with s omitted, causal_mask(t) is the lower triangle, diagonal in"""
+        # Under an instructor's secret: other sizes.
+        var = variation("causal_mask with s omitted")
+        n, m = var.integers(4, 9, 3), var.integers(2, 10, 5)
         # T = S = 3: query i sees keys 0..i, its own position included
-        expected = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=bool)
+        expected = np.tril(np.ones((n, n), bool))  # [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
         check_mask(
-            lesson.causal_mask(3),
+            lesson.causal_mask(n),
             expected,
-            what="causal_mask(3) (s omitted, so s = t)",
+            what=f"causal_mask({n}) (s omitted, so s = t)",
             dims="T S",
             mistakes={
-                DIAGONAL: np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0]], bool),
+                DIAGONAL: np.tril(np.ones((n, n), bool), k=-1),  # [[0, 0, 0], [1, 0, 0], [1, 1, 0]]
                 CAUSAL_FLIPPED: ~expected,
                 TRANSPOSED: expected.T,
             },
         )
         check_mask(
-            lesson.causal_mask(5, None),
-            causal_loop(5),
-            what="causal_mask(5, None)",
+            lesson.causal_mask(m, None),
+            causal_loop(m),
+            what=f"causal_mask({m}, None)",
             dims="T S",
-            mistakes=causal_mistakes(5, 5),
+            mistakes=causal_mistakes(m, m),
         )
 
     def test_one_new_query_sees_every_key(self, lesson):
         """one new query, causal_mask(1, 6), sees every key"""
         # decoding one token at a time: the newest token is the last position and sees everything
+        # Under an instructor's secret: more keys (s >= 9, beyond every public call).
+        s = variation("one new query").integers(9, 16, 6)
         check_mask(
-            lesson.causal_mask(1, 6),
-            np.ones((1, 6), dtype=bool),
-            what="causal_mask(1, 6)",
+            lesson.causal_mask(1, s),
+            np.ones((1, s), dtype=bool),
+            what=f"causal_mask(1, {s})",
             dims="T S",
-            mistakes=causal_mistakes(1, 6),
+            mistakes=causal_mistakes(1, s),
         )
 
     def test_new_queries_get_the_last_rows_of_the_full_mask(self, lesson):
         """causal_mask(t, S) is the last t rows of causal_mask(S, S)"""
-        full = lesson.causal_mask(S, S)
+        # Under an instructor's secret: more positions (s >= 9, beyond every public call), and
+        # another number of new queries in the middle.
+        var = variation("the last rows of the full mask")
+        s = var.integers(9, 16, S)
+        full = lesson.causal_mask(s, s)
         check_mask(
-            full, causal_loop(S), what=f"causal_mask({S}, {S})", dims="T S", mistakes=causal_mistakes(S, S)
+            full, causal_loop(s), what=f"causal_mask({s}, {s})", dims="T S", mistakes=causal_mistakes(s, s)
         )
-        for t in (1, 3, S):
+        for t in (1, var.integers(2, s, 3), s):
             check_mask(
-                lesson.causal_mask(t, S),
-                full[S - t :],
-                what=f"causal_mask({t}, {S}), which must equal the last {t} rows of "
-                f"causal_mask({S}) (the {t} new queries are the last {t} positions)",
+                lesson.causal_mask(t, s),
+                full[s - t :],
+                what=f"causal_mask({t}, {s}), which must equal the last {t} rows of "
+                f"causal_mask({s}) (the {t} new queries are the last {t} positions)",
                 dims="T S",
-                mistakes=causal_mistakes(t, S),
+                mistakes=causal_mistakes(t, s),
             )
 
     def test_causal_mask_is_boolean(self, lesson):
         """causal_mask has dtype bool"""
-        out = lesson.causal_mask(3, 5)
+        # Under an instructor's secret: other sizes t < s, beyond every public call (t >= 8).
+        var = variation("causal_mask is boolean")
+        t = var.integers(8, 12, 3)
+        s = t + var.integers(1, 5, 2)
+        out = lesson.causal_mask(t, s)
         check_mask(
-            out, causal_loop(3, 5), what="causal_mask(3, 5)", dims="T S", mistakes=causal_mistakes(3, 5)
+            out, causal_loop(t, s), what=f"causal_mask({t}, {s})", dims="T S", mistakes=causal_mistakes(t, s)
         )
-        assert out.dtype == np.bool_, f"causal_mask(3, 5) has dtype {out.dtype}; it must be bool."
+        assert out.dtype == np.bool_, f"causal_mask({t}, {s}) has dtype {out.dtype}; it must be bool."
 
     @given(t=st.integers(1, 6), s=st.integers(1, 8))
     def test_causal_mask_matches_the_loop_for_any_sizes(self, lesson, t, s):
         """causal_mask matches the loop for any t and s"""
+        # Under an instructor's secret: t and s grown by c, beyond every public call (t >= 8).
+        c = variation("causal_mask for any sizes").integers(7, 12, 0)
+        t, s = t + c, s + c
         check_mask(
             lesson.causal_mask(t, s),
             causal_loop(t, s),
@@ -304,84 +333,104 @@ class TestCausalMask:
 
 
 # ---------------------------------------------------------------- padding_mask
+def padded(name, lengths, s):
+    """(lengths, s) as the case `name` sees them."""
+    # Under an instructor's secret: the sequences reordered, and e more keys at the end (s >= 9,
+    # beyond every public call), a full-length sequence growing with them.
+    var = variation(name)
+    order, longer = var.permutation(len(lengths)), s + var.integers(max(9 - s, 1), max(9 - s, 1) + 4, 0)
+    lengths = lengths[order]  # a copy
+    lengths[lengths == s] = longer
+    return lengths, longer
+
+
 @exercise("padding_mask")
 class TestPaddingMask:
     def test_padding_mask_is_b_by_1_by_s(self, lesson):
         """padding_mask(lengths, S) has shape (B, 1, S)"""
-        lengths = np.array([3, 7, 1])
+        lengths, s = padded("padding_mask(lengths, S)", np.array([3, 7, 1]), S)
         check_mask(
-            lesson.padding_mask(lengths, S),
-            padding_loop(lengths, S),
-            what=f"padding_mask(lengths=[3, 7, 1], {S})",
+            lesson.padding_mask(lengths, s),
+            padding_loop(lengths, s),
+            what=f"padding_mask(lengths={lengths.tolist()}, {s})",
             dims="B 1 S",
-            mistakes=padding_mistakes(lengths, S),
+            mistakes=padding_mistakes(lengths, s),
         )
 
     @hand_checked
     def test_padding_mask_small_case_by_hand(self, lesson):
         """padding_mask([2, 3], 4) by hand: key j is real when j < length"""
-        lengths = np.array([2, 3])
+        # Under an instructor's secret: the two sequences swapped, e more padding keys at the end.
+        var = variation("padding_mask by hand")
+        order, e = var.permutation(2), var.integers(5, 9, 0)
+        lengths = np.array([2, 3])[order]
+
+        def more_padding(mask):
+            return np.concatenate([mask[order], np.zeros((2, 1, e), bool)], axis=-1)
+
         # sequence 0 owns keys 0, 1; sequence 1 owns keys 0, 1, 2; key 3 is padding in both
-        expected = np.array([[[1, 1, 0, 0]], [[1, 1, 1, 0]]], dtype=bool)
+        expected = more_padding(np.array([[[1, 1, 0, 0]], [[1, 1, 1, 0]]], dtype=bool))
         check_mask(
-            lesson.padding_mask(lengths, 4),
+            lesson.padding_mask(lengths, 4 + e),
             expected,
-            what="padding_mask([2, 3], 4)",
+            what=f"padding_mask({lengths.tolist()}, {4 + e})",
             dims="B 1 S",
             mistakes={
                 PADDING_2D: expected[:, 0, :],
-                PADDING_LE: np.array([[[1, 1, 1, 0]], [[1, 1, 1, 1]]], dtype=bool),
+                PADDING_LE: more_padding(np.array([[[1, 1, 1, 0]], [[1, 1, 1, 1]]], dtype=bool)),
                 PADDING_FLIPPED: ~expected,
-                **padding_mistakes(lengths, 4),
+                **padding_mistakes(lengths, 4 + e),
             },
         )
 
     def test_length_zero_hides_every_key_and_length_s_none(self, lesson):
         """length 0 hides every key, length S hides none"""
-        lengths = np.array([0, S, 4])
+        lengths, s = padded("length zero and length S", np.array([0, S, 4]), S)
         check_mask(
-            lesson.padding_mask(lengths, S),
-            padding_loop(lengths, S),
-            what=f"padding_mask(lengths=[0, {S}, 4], {S})",
+            lesson.padding_mask(lengths, s),
+            padding_loop(lengths, s),
+            what=f"padding_mask(lengths={lengths.tolist()}, {s})",
             dims="B 1 S",
-            mistakes=padding_mistakes(lengths, S),
+            mistakes=padding_mistakes(lengths, s),
         )
 
     def test_padding_mask_broadcasts_over_the_queries(self, lesson):
         """broadcast to (B, T, S), every query of sequence b sees lengths[b] keys"""
-        lengths = np.array([5, 2, 6])
-        mask = lesson.padding_mask(lengths, S)
+        lengths, s = padded("padding_mask broadcast over the queries", np.array([5, 2, 6]), S)
+        mask = lesson.padding_mask(lengths, s)
         check_mask(
             mask,
-            padding_loop(lengths, S),
-            what=f"padding_mask([5, 2, 6], {S})",
+            padding_loop(lengths, s),
+            what=f"padding_mask({lengths.tolist()}, {s})",
             dims="B 1 S",
-            mistakes=padding_mistakes(lengths, S),
+            mistakes=padding_mistakes(lengths, s),
         )
-        spread = np.broadcast_to(mask, (B, T, S))  # what attention does with it
+        spread = np.broadcast_to(mask, (B, T, s))  # what attention does with it
         for b in range(B):
             for t in range(T):
                 assert spread[b, t].sum() == lengths[b], (
-                    f"padding_mask([5, 2, 6], {S}) broadcast to (B, T, S): query {t} of sequence "
+                    f"padding_mask({lengths.tolist()}, {s}) broadcast to (B, T, S): query {t} of sequence "
                     f"{b} may attend {spread[b, t].sum()} keys instead of {lengths[b]}."
                 )
 
     def test_padding_mask_takes_int32_lengths_and_leaves_them_unchanged(self, lesson):
         """int32 lengths work and are left unchanged"""
-        lengths = np.array([6, 1, 3], dtype=np.int32)
-        out = lesson.padding_mask(lengths, S)
+        lengths, s = padded("int32 lengths", np.array([6, 1, 3], dtype=np.int32), S)
+        out = lesson.padding_mask(lengths, s)
         check_not_modified(lesson, "padding_mask(lengths, s)")
         check_mask(
             out,
-            padding_loop(lengths, S),
-            what=f"padding_mask(int32 [6, 1, 3], {S})",
+            padding_loop(lengths, s),
+            what=f"padding_mask(int32 {lengths.tolist()}, {s})",
             dims="B 1 S",
-            mistakes=padding_mistakes(lengths, S),
+            mistakes=padding_mistakes(lengths, s),
         )
 
     @given(b=st.integers(1, 4), s=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
     def test_padding_mask_matches_the_loop_for_any_lengths(self, lesson, b, s, seed):
         """padding_mask matches the loop for any lengths from 0 to s"""
+        # Under an instructor's secret: s grown by c, beyond every public call (s >= 9).
+        s += variation("padding_mask for any lengths").integers(8, 12, 0)
         lengths = rng(seed).integers(0, s + 1, size=b)
         check_mask(
             lesson.padding_mask(lengths, s),
@@ -446,6 +495,11 @@ def check_combined(lesson, masks, *, what=None, dims=None):
     return actual
 
 
+def letters(mask):
+    """A small mask as [[T, F], ...]."""
+    return str(np.where(mask, "T", "F").tolist()).replace("'", "")
+
+
 def random_mask(r, shape):
     return r.random(shape) < 0.6
 
@@ -454,23 +508,28 @@ def random_mask(r, shape):
 class TestCombineMasks:
     def test_causal_and_padding_combine_to_b_t_s(self, lesson):
         """causal (T, S) and padding (B, 1, S) masks combine to (B, T, S)"""
+        # Under an instructor's secret: the sequences' lengths reordered.
+        lengths = np.array([3, 7, 5])[variation("causal and padding").permutation(B)]
         check_combined(
             lesson,
-            (causal_loop(T, S), padding_loop([3, 7, 5], S)),
+            (causal_loop(T, S), padding_loop(lengths, S)),
             what="combine_masks(causal (T, S), padding (B, 1, S))",
         )
 
     @hand_checked
     def test_combine_masks_small_case_by_hand(self, lesson):
         """two (2, 2) masks by hand: True only where both are True"""
-        m1 = np.array([[True, False], [True, True]])
-        m2 = np.array([[True, True], [False, True]])
+        # Under an instructor's secret: the rows and the columns of every mask reordered.
+        var = variation("combine_masks by hand")
+        rows, cols = var.permutation(2), var.permutation(2)
+        m1 = np.array([[True, False], [True, True]])[rows][:, cols]
+        m2 = np.array([[True, True], [False, True]])[rows][:, cols]
         # and: [[T, F], [F, T]]; or would give all True
-        expected = np.array([[True, False], [False, True]])
+        expected = np.array([[True, False], [False, True]])[rows][:, cols]
         check_mask(
             combined(lesson, m1, m2),
             expected,
-            what="combine_masks([[T, F], [T, T]], [[T, T], [F, T]])",
+            what=f"combine_masks({letters(m1)}, {letters(m2)})",
             dims="T S",
             mistakes={COMBINE_OR: np.ones((2, 2), bool), COMBINE_FLIPPED: ~expected},
         )
@@ -482,6 +541,7 @@ class TestCombineMasks:
         check_combined(lesson, (None, m1, None))
         check_combined(lesson, (m1, None, m2))
 
+    @enumerable("its only inputs are None entries, or none at all: nothing to vary")
     def test_combine_masks_of_no_mask_is_none(self, lesson):
         """with no mask at all (only None, or nothing) the result is None"""
         for masks in ((None, None), (None,), ()):
@@ -523,6 +583,9 @@ class TestCombineMasks:
         self, lesson, n, b, t, s, nones, seed
     ):
         """combine_masks matches the loop for any broadcastable masks and Nones"""
+        # Under an instructor's secret: b, t and s grown by c, beyond every public call.
+        c = variation("combine_masks for any masks").integers(5, 9, 0)
+        b, t, s = b + c, t + c, s + c
         r = rng(seed)
         shapes = [(b, t, s), (t, s), (b, 1, s), (1, t, s), (b, t, 1), (s,)]
         masks = [random_mask(r, shapes[r.integers(len(shapes))]) for _ in range(n)]

@@ -18,6 +18,8 @@ from course.engine.testing import (
     check_not_modified,
     exercise,
     hand_checked,
+    rng,
+    variation,
 )
 
 B, T, H, K = 2, 3, 4, 5
@@ -29,8 +31,18 @@ D = H * K
 DIMS = {"split_heads": {"x": "B T D"}, "merge_heads": {"x": "B H T K"}}
 
 
-def rng(seed=0):
-    return np.random.default_rng(seed)
+def affine(v):
+    """The array of a list, every number scaled by v.scale() and shifted by v.shift() (the
+    array itself without a secret): a hand-checked split or merge stays exact."""
+    s, c = v.scale(), v.shift()
+    return lambda numbers: np.array(numbers) * s + c
+
+
+def listed(a):
+    """a as nested lists, whole numbers without ".0" (for what= texts)."""
+    if np.ndim(a) == 0:
+        return f"{float(a):g}"
+    return "[" + ", ".join(listed(row) for row in a) + "]"
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -185,17 +197,19 @@ class TestSplitHeads:
     @hand_checked
     def test_split_heads_small_case_by_hand(self, lesson):
         """a small case checked by hand (B=1, T=2, D=4, H=2 heads of K=2)"""
-        x = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
+        # Under an instructor's secret: every number scaled by s and shifted by c.
+        moved = affine(variation("split_heads by hand"))
+        x = moved([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (B=1, T=2, D=4), H=2 heads of K=2
         # head 0 owns columns 0:2 of both tokens, head 1 columns 2:4
-        expected = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (1, 2, 2, 2)
+        expected = moved([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (1, 2, 2, 2)
         check_array(
             lesson.split_heads(x, 2),
             expected,
-            what="split_heads([[[0, 1, 2, 3], [10, 11, 12, 13]]], 2)",
+            what=f"split_heads({listed(x)}, 2)",
             dims="B H T K",
             mistakes={
-                SPLIT_NO_TRANSPOSE: np.array([[[[0.0, 1.0], [2.0, 3.0]], [[10.0, 11.0], [12.0, 13.0]]]]),
-                SPLIT_INTERLEAVED: np.array([[[[0.0, 2.0], [10.0, 12.0]], [[1.0, 3.0], [11.0, 13.0]]]]),
+                SPLIT_NO_TRANSPOSE: moved([[[[0.0, 1.0], [2.0, 3.0]], [[10.0, 11.0], [12.0, 13.0]]]]),
+                SPLIT_INTERLEAVED: moved([[[[0.0, 2.0], [10.0, 12.0]], [[1.0, 3.0], [11.0, 13.0]]]]),
                 **split_mistakes(x, 2),
             },
         )
@@ -325,17 +339,19 @@ class TestMergeHeads:
     @hand_checked
     def test_merge_heads_small_case_by_hand(self, lesson):
         """a small case checked by hand (B=1, H=2, T=2, K=2)"""
-        x = np.array([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
+        # Under an instructor's secret: every number scaled by s and shifted by c.
+        moved = affine(variation("merge_heads by hand"))
+        x = moved([[[[0.0, 1.0], [10.0, 11.0]], [[2.0, 3.0], [12.0, 13.0]]]])  # (B=1, H=2, T=2, K=2)
         # token t's row is head 0's row t, then head 1's row t
-        expected = np.array([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (1, 2, 4)
+        expected = moved([[[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]])  # (1, 2, 4)
         check_array(
             lesson.merge_heads(x),
             expected,
-            what="merge_heads(heads [[[0, 1], [10, 11]], [[2, 3], [12, 13]]])",
+            what=f"merge_heads(heads {listed(x[0])})",
             dims="B T HK",
             mistakes={
-                MERGE_NO_TRANSPOSE: np.array([[[0.0, 1.0, 10.0, 11.0], [2.0, 3.0, 12.0, 13.0]]]),
-                MERGE_INTERLEAVED: np.array([[[0.0, 2.0, 1.0, 3.0], [10.0, 12.0, 11.0, 13.0]]]),
+                MERGE_NO_TRANSPOSE: moved([[[0.0, 1.0, 10.0, 11.0], [2.0, 3.0, 12.0, 13.0]]]),
+                MERGE_INTERLEAVED: moved([[[0.0, 2.0, 1.0, 3.0], [10.0, 12.0, 11.0, 13.0]]]),
                 **merge_mistakes(x),
             },
         )

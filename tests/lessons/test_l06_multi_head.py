@@ -31,6 +31,8 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 B, T, S, H, K = 2, 3, 5, 4, 6
@@ -45,10 +47,6 @@ DIMS = {
     name: {"x_q": "B T D", "x_kv": "B S D", "params": "", "n_heads": "", "mask": "T S"}
     for name in ("multi_head_attention", "multi_head_attention_loop")
 }
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracle (slow and obvious)
@@ -409,7 +407,7 @@ def check_loop(out, x_q, x_kv, params, n_heads, mask=None, *, what, expected=Non
 
 
 @cache
-def fixtures():
+def recorded():
     """{case: dict of arrays} from the PyTorch fixture file (see tools/make_l06_fixtures.py)."""
     with np.load(FIXTURES, allow_pickle=False) as saved:
         arrays = {key: saved[key] for key in saved.files}
@@ -420,6 +418,43 @@ def fixtures():
             key.removeprefix(prefix): value for key, value in arrays.items() if key.startswith(prefix)
         }
     return cases
+
+
+def fixtures():
+    """The recorded PyTorch cases, each in other numbers under an instructor's secret."""
+    return {name: varied(name, case) for name, case in recorded().items()}
+
+
+def varied(name, case):
+    """A recorded case with its answer still exact. Under an instructor's secret: batch elements,
+    queries, keys (with their values and mask columns), heads (across in_proj and out_proj) and
+    input and output features reordered, the inputs scaled by a and in_proj by 1/a (the same
+    projections), out_proj and its bias scaled by s (out scaled by s)."""
+    v = variation(f"torch case {name}")
+    (n_b, n_t, d), n_s, h = case["x_q"].shape, case["x_kv"].shape[1], int(case["n_heads"])
+    batch, queries, heads = v.permutation(n_b), v.permutation(n_t), v.permutation(h)
+    keys = queries if name == "self" else v.permutation(n_s)  # self-attention stays self-attention
+    features_in, features_out = v.permutation(d), v.permutation(d)
+    a, s = v.scale(), v.scale()
+    k = d // h
+    cols = np.concatenate([np.arange(i * k, (i + 1) * k) for i in heads])  # head blocks moved
+    rows = np.concatenate([cols, d + cols, 2 * d + cols])  # the same in W_Q, W_K and W_V
+    out = dict(case)
+    out["in_proj_weight"] = case["in_proj_weight"][rows][:, features_in] / a
+    out["out_proj.weight"] = case["out_proj.weight"][features_out][:, cols] * s
+    if "in_proj_bias" in case:
+        out["in_proj_bias"] = case["in_proj_bias"][rows]
+    if "out_proj.bias" in case:
+        out["out_proj.bias"] = case["out_proj.bias"][features_out] * s
+    out["x_q"] = case["x_q"][batch][:, queries][..., features_in] * a
+    out["x_kv"] = case["x_kv"][batch][:, keys][..., features_in] * a
+    out["out"] = case["out"][batch][:, queries][..., features_out] * s
+    out["weights"] = case["weights"][batch][:, heads][:, :, queries][..., keys]
+    if "mask" in case:
+        mask = case["mask"][batch] if case["mask"].ndim == 3 else case["mask"]
+        mask = mask[..., queries, :] if mask.shape[-2] == n_t else mask
+        out["mask"] = mask[..., keys]
+    return out
 
 
 TORCH_KEYS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
@@ -461,6 +496,31 @@ def describe_case(name, case):
     )
 
 
+def hand_checked_case(name):
+    """x_q, x_kv, params, out and weights of a case small enough to check by hand."""
+    # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
+    # head 1's, feature 2 the value of both heads.
+    # Under an instructor's secret: the values scaled by s, b_o shifted by c, the two keys (with
+    # their values) and the two heads (columns of w_q, w_k, w_v, rows of w_o) swapped.
+    v = variation(name)
+    s, c, keys, heads = v.scale(), v.shift(), v.permutation(2), v.permutation(2)
+    x_q = np.array([[[1.0, 1.0, 0.0]]])  # (B=1, T=1, D=3)
+    x_kv = np.array([[[0.0, 0.0, 4.0 * s], [math.log(3.0), 0.0, 8.0 * s]]])[:, keys]  # (B=1, S=2, D=3)
+    params = {
+        "w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])[:, heads],
+        "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])[:, heads],
+        "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])[:, heads],
+        "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])[heads],  # (H*K=2, D=3)
+        "b_o": np.array([0.0, 0.0, 100.0]) + c,
+    }
+    # head 0: q = 1, keys [0, ln 3], scale 1/sqrt(1): weights [1/4, 3/4], values [4, 8] -> 7
+    # head 1: q = 1, keys [0, 0]: weights [1/2, 1/2], values [4, 8] -> 6
+    # Concat [7, 6] @ w_o = [7, 6, 6]; + b_o = [7, 6, 106]
+    weights = np.array([[[[0.25, 0.75]], [[0.5, 0.5]]]])[:, heads][..., keys]  # (B=1, H=2, T=1, S=2)
+    out = np.array([[[7.0 * s, 6.0 * s, 6.0 * s + 100.0]]]) + c
+    return x_q, x_kv, params, out, weights
+
+
 # ---------------------------------------------------------------- multi_head_attention
 @exercise("multi_head_attention")
 class TestMultiHeadAttention:
@@ -481,22 +541,7 @@ class TestMultiHeadAttention:
     @hand_checked
     def test_small_case_by_hand(self, lesson):
         """a small case checked by hand (D=3, H=2, K=1)"""
-        # D=3, H=2, K=1 (H*K = 2 need not equal D). Feature 0 is head 0's query/key, feature 1
-        # head 1's, feature 2 the value of both heads.
-        x_q = np.array([[[1.0, 1.0, 0.0]]])  # (B=1, T=1, D=3)
-        x_kv = np.array([[[0.0, 0.0, 4.0], [math.log(3.0), 0.0, 8.0]]])  # (B=1, S=2, D=3)
-        params = {
-            "w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-            "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-            "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
-            "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),  # (H*K=2, D=3)
-            "b_o": np.array([0.0, 0.0, 100.0]),
-        }
-        # head 0: q = 1, keys [0, ln 3], scale 1/sqrt(1): weights [1/4, 3/4], values [4, 8] -> 7
-        # head 1: q = 1, keys [0, 0]: weights [1/2, 1/2], values [4, 8] -> 6
-        # Concat [7, 6] @ w_o = [7, 6, 6]; + b_o = [7, 6, 106]
-        expected_weights = np.array([[[[0.25, 0.75]], [[0.5, 0.5]]]])  # (B=1, H=2, T=1, S=2)
-        expected_out = np.array([[[7.0, 6.0, 106.0]]])
+        x_q, x_kv, params, expected_out, expected_weights = hand_checked_case("multi_head_attention by hand")
         check_mha(
             lesson.multi_head_attention(x_q, x_kv, params, 2),
             x_q,
@@ -638,6 +683,8 @@ class TestMultiHeadAttention:
         params = make_params(r, d=h * k, n_heads=h, k=k)
         mask = np.tril(np.ones((t, s), bool), k=s - t)  # causal, aligned bottom-right
         mask[0, :2] = False
+        # Under an instructor's secret: the mask's key columns reordered.
+        mask = mask[:, variation("causal (T, S) mask").permutation(s)]
         check_mha(
             lesson.multi_head_attention(x_q, x_kv, params, h, mask=mask),
             x_q,
@@ -666,7 +713,10 @@ class TestMultiHeadAttention:
         r = rng(8)
         x_q, x_kv = inputs(r)
         params = make_params(r)
-        mask = (np.arange(S) < np.array([S, 2])[:, None])[:, None, :]  # (B, 1, S), lengths 5, 2
+        # Under an instructor's secret: another length than 2, the two batch elements swapped.
+        v = variation("padding mask lengths")
+        lengths = np.array([S, v.integers(1, S, 2)])[v.permutation(2)]
+        mask = (np.arange(S) < lengths[:, None])[:, None, :]  # (B, 1, S), lengths 5, 2
         check_mha(
             lesson.multi_head_attention(x_q, x_kv, params, H, mask=mask),
             x_q,
@@ -675,7 +725,7 @@ class TestMultiHeadAttention:
             H,
             mask,
             what="multi_head_attention(x_q, x_kv, params, 4, mask) with a (B, 1, S) "
-            "= (2, 1, 5) padding mask of lengths [5, 2]",
+            f"= (2, 1, 5) padding mask of lengths {lengths.tolist()}",
         )
 
     def test_a_fully_masked_query_gets_zero_weights_and_out_b_o(self, lesson):
@@ -819,15 +869,7 @@ class TestMultiHeadAttentionLoop:
     def test_loop_small_case_by_hand(self, lesson):
         """a small case checked by hand (D=3, H=2, K=1)"""
         # The case of test_small_case_by_hand: heads [7] and [6], Concat [7, 6] @ w_o + b_o.
-        x_q = np.array([[[1.0, 1.0, 0.0]]])
-        x_kv = np.array([[[0.0, 0.0, 4.0], [math.log(3.0), 0.0, 8.0]]])
-        params = {
-            "w_q": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-            "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]),
-            "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
-            "w_o": np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]),
-            "b_o": np.array([0.0, 0.0, 100.0]),
-        }
+        x_q, x_kv, params, expected_out, _ = hand_checked_case("multi_head_attention_loop by hand")
         check_loop(
             lesson.multi_head_attention_loop(x_q, x_kv, params, 2),
             x_q,
@@ -835,7 +877,7 @@ class TestMultiHeadAttentionLoop:
             params,
             2,
             what="multi_head_attention_loop on the hand-checked case (D=3, H=2, K=1)",
-            expected=np.array([[[7.0, 6.0, 106.0]]]),
+            expected=expected_out,
         )
 
     def test_loop_matches_torch_multihead_attention(self, lesson):
@@ -1026,11 +1068,14 @@ class TestParamsFromTorch:
     @hand_checked
     def test_params_from_torch_small_case_by_hand(self, lesson):
         """a small D=2 state checked by hand"""
+        # Under an instructor's secret: every number scaled by s and shifted by c.
+        v = variation("params_from_torch by hand")
+        s, c = v.scale(), v.shift()
         state = {
-            "in_proj_weight": np.arange(12.0).reshape(6, 2),  # (3D, D), D = 2
-            "in_proj_bias": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-            "out_proj.weight": np.array([[1.0, 2.0], [3.0, 4.0]]),
-            "out_proj.bias": np.array([7.0, 8.0]),
+            "in_proj_weight": np.arange(12.0).reshape(6, 2) * s + c,  # (3D, D), D = 2
+            "in_proj_bias": np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) * s + c,
+            "out_proj.weight": np.array([[1.0, 2.0], [3.0, 4.0]]) * s + c,
+            "out_proj.bias": np.array([7.0, 8.0]) * s + c,
         }
         # rows 0:2 = [[0, 1], [2, 3]] are W_Q as PyTorch stores it: w_q = its .T = [[0, 2], [1, 3]]
         # rows 2:4 -> w_k = [[4, 6], [5, 7]]; rows 4:6 -> w_v = [[8, 10], [9, 11]]
@@ -1039,7 +1084,7 @@ class TestParamsFromTorch:
         check_converted(result, state, what="params_from_torch(the hand-checked D=2 state, 2)")
         check_array(
             result["w_q"],
-            np.array([[0.0, 2.0], [1.0, 3.0]]),
+            np.array([[0.0, 2.0], [1.0, 3.0]]) * s + c,
             what="params_from_torch(the hand-checked D=2 state, 2)['w_q']",
             dims="D HK",
         )

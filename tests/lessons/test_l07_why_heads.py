@@ -29,15 +29,13 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 TOL = 1e-9  # largest error allowed at a graded position: SCORE = 50 gives about 1e-21
 FIRST_GRADED = 2  # positions 0 and 1 have no token two back: not graded
 V, L = 5, 7  # vocab_size, max_len: K = V + L = 12, D = 2 * K = 24
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- count_parameters
@@ -190,20 +188,26 @@ class TestCountParameters:
     def test_count_parameters_of_multi_head_attention_is_4dd_plus_4d(self, lesson):
         """count_parameters of multi-head attention is 4*D*D + 4*D"""
         # D=12, H=3 (K=4): W_Q, W_K, W_V, W_O 12 x 12 = 4 * 144 = 576, biases 4 * 12 = 48: 624
-        check_count(lesson.count_parameters(12, 3), 12, 3)
+        # Under an instructor's secret: K from 9 to 16, so D = 3K from 27 to 48.
+        d = 3 * variation("count_parameters 4DD + 4D").integers(9, 17, 4)
+        check_count(lesson.count_parameters(d, 3), d, 3)
 
     def test_count_parameters_without_bias_is_4dd(self, lesson):
         """count_parameters with bias=False is 4*D*D"""
         # D=20, H=5: 4 * 400 = 1600
-        check_count(lesson.count_parameters(20, 5, bias=False), 20, 5, bias=False)
+        # Under an instructor's secret: another K than 4, so D = 5K another width than 20.
+        d = 5 * variation("count_parameters 4DD").integers(2, 10, 4)
+        check_count(lesson.count_parameters(d, 5, bias=False), d, 5, bias=False)
 
     def test_count_parameters_is_the_same_for_every_number_of_heads(self, lesson):
         """the count is the same for every number of heads H"""
-        d = 24
-        counts = {h: lesson.count_parameters(d, h) for h in (1, 2, 3, 4, 6, 8, 12, 24)}
+        # Under an instructor's secret: another D with many divisors (36, 48, 60 or 72), each one an H.
+        d = variation("count_parameters every H").pick([24, 36, 48, 60, 72])
+        heads = [h for h in range(1, d + 1) if d % h == 0]  # D = 24: 1, 2, 3, 4, 6, 8, 12, 24
+        counts = {h: lesson.count_parameters(d, h) for h in heads}
         values = {h: (c.item() if isinstance(c, np.ndarray) else c) for h, c in counts.items()}
         assert len(set(values.values())) == 1, (
-            f"count_parameters({d}, H) for H = 1, 2, 3, 4, 6, 8, 12, 24 gives "
+            f"count_parameters({d}, H) for H = {', '.join(map(str, heads))} gives "
             f"{list(values.values())}: it changes with the number of heads. It should not: W_Q and "
             "W_O are (D, H*K) and (H*K, D) with H*K = D, and W_K, W_V are (D, H*K) too in "
             "multi-head attention. The heads split the D features, they do not multiply them: "
@@ -214,34 +218,49 @@ class TestCountParameters:
     def test_count_parameters_of_the_transformer_base_model_and_gpt_3(self, lesson):
         """the counts of the Transformer base model (D=512) and GPT-3 (D=12288)"""
         # Vaswani et al. 2017 base: D=512, H=8 (K=64): 4 * 512 * 512 + 4 * 512 = 1,050,624
-        check_count(lesson.count_parameters(512, 8), 512, 8)
         # GPT-3 175B: D=12288, H=96 (K=128): 4 * 12288 * 12288 + 4 * 12288 = 604,028,928
-        check_count(lesson.count_parameters(12288, 96), 12288, 96)
+        # Under an instructor's secret: other real models, BERT-base (768, 12) or BERT-large
+        # (1024, 16), and LLaMA 7B (4096, 32), 13B (5120, 40) or 65B (8192, 64).
+        v = variation("count_parameters of real models")
+        for d, h in (
+            v.pick([(512, 8), (768, 12), (1024, 16)]),
+            v.pick([(12288, 96), (4096, 32), (5120, 40), (8192, 64)]),
+        ):
+            check_count(lesson.count_parameters(d, h), d, h)
 
     def test_count_parameters_with_n_kv_heads_none_or_equal_to_n_heads_is_mha(self, lesson):
         """n_kv_heads=None or n_kv_heads=n_heads counts multi-head attention"""
-        check_count(lesson.count_parameters(30, 6, n_kv_heads=None), 30, 6)
-        check_count(lesson.count_parameters(30, 6, n_kv_heads=6), 30, 6, 6)
+        # Under an instructor's secret: another H than 6 and another K than 5 (D = H * K).
+        v = variation("count_parameters n_kv_heads")
+        h, k = v.integers(2, 9, 6), v.integers(2, 9, 5)
+        check_count(lesson.count_parameters(h * k, h, n_kv_heads=None), h * k, h)
+        check_count(lesson.count_parameters(h * k, h, n_kv_heads=h), h * k, h, h)
 
     def test_count_parameters_raises_value_error_when_d_is_not_divisible_by_h(self, lesson):
         """D = 10, H = 4 raises a ValueError that names 10 and 4"""
-        line, value = value_error_line(lambda: lesson.count_parameters(10, 4))
+        # Under an instructor's secret: another H than 4 and D = 2H + another remainder than 2.
+        v = variation("count_parameters D not divisible by H")
+        h = v.integers(3, 8, 4)
+        d = 2 * h + v.integers(1, h, 2)
+        line, value = value_error_line(lambda: lesson.count_parameters(d, h))
         assert line is not None, (
-            f"count_parameters(10, 4) returned {value!r}; it should raise ValueError: d_model=10 "
-            "is not divisible by n_heads=4, so there is no whole head width K = D // H."
+            f"count_parameters({d}, {h}) returned {value!r}; it should raise ValueError: d_model={d} "
+            f"is not divisible by n_heads={h}, so there is no whole head width K = D // H."
         )
         assert line.startswith("ValueError"), (
-            f"count_parameters(10, 4) raised `{line}`; it should raise ValueError (raise it "
-            "yourself before computing anything, with a message that names 10 and 4)."
+            f"count_parameters({d}, {h}) raised `{line}`; it should raise ValueError (raise it "
+            f"yourself before computing anything, with a message that names {d} and {h})."
         )
-        assert names_number(line, 10) and names_number(line, 4), (
-            f"count_parameters(10, 4) raised `{line}`: the message should name both numbers, "
-            "d_model=10 and n_heads=4, so the caller sees what does not divide."
+        assert names_number(line, d) and names_number(line, h), (
+            f"count_parameters({d}, {h}) raised `{line}`: the message should name both numbers, "
+            f"d_model={d} and n_heads={h}, so the caller sees what does not divide."
         )
 
     @given(k=st.integers(1, 8), h=st.integers(1, 16), bias=st.booleans(), explicit=st.booleans())
     def test_count_parameters_matches_the_parameter_shapes(self, lesson, k, h, bias, explicit):
         """the count matches the parameter shapes for any D, H and bias"""
+        # Under an instructor's secret: K from 9 to 24, past every K of a public grade.
+        k += variation("count_parameters for any sizes").pick([0, 8, 16])
         d = h * k
         g_arg = h if explicit else None  # multi-head attention: G = H, given or left out
         check_count(lesson.count_parameters(d, h, n_kv_heads=g_arg, bias=bias), d, h, g_arg, bias)
@@ -548,41 +567,62 @@ def check_two_heads(lesson, tokens, v, ln, expected=None):
     raise AssertionError("\n".join(lines))
 
 
+def sizes(name, v, ln):
+    """(vocab_size, max_len) of a two_head_weights check: (v, ln) without a secret. Under an
+    instructor's secret L from 9 to 12, past every public one, and another V from 3 to 8."""
+    var = variation(f"{name}: sizes")
+    return var.integers(3, 9, v), var.integers(9, 13, ln)
+
+
 @exercise("two_head_weights")
 class TestTwoHeadWeights:
     def test_two_head_weights_are_four_d_by_d_matrices(self, lesson):
         """two_head_weights gives w_q, w_k, w_v, w_o, each (D, D), D = 2*(V + L)"""
-        what = f"two_head_weights({V}, {L})"
-        params = checked_params(lesson.two_head_weights(V, L), V, L, what)
+        # Under an instructor's secret: other sizes, L from 9 to 12 (see sizes).
+        v, ln = sizes("two_head_weights shapes", V, L)
+        what = f"two_head_weights({v}, {ln})"
+        params = checked_params(lesson.two_head_weights(v, ln), v, ln, what)
         assert set(params) >= {"w_q", "w_k", "w_v", "w_o"}
 
     @hand_checked
     def test_two_heads_copy_the_tokens_one_and_two_back_by_hand(self, lesson):
         """the two heads copy the tokens 1 and 2 back, checked by hand"""
-        tokens = np.array([[2, 0, 1, 2], [1, 1, 0, 2]])  # V=3, L=4: K = 7, D = 14
-        expected = np.zeros((2, 4, 14))
+        # Under an instructor's secret: other V and L (L >= 9), the token ids relabelled.
+        v, ln = sizes("two_head_weights by hand", 3, 4)
+        token = variation("two_head_weights by hand").permutation(v)  # token id i -> token[i]
+        k = v + ln  # V=3, L=4: K = 7, D = 14
+        tokens = token[np.array([[2, 0, 1, 2], [1, 1, 0, 2]])]
+        expected = np.zeros((2, 4, 2 * k))
         # sequence 0, t=2: token 1 back = 0, 2 back = 2; t=3: 1 back = 1, 2 back = 0
-        expected[0, 2, 0], expected[0, 2, 7 + 2] = 1, 1
-        expected[0, 3, 1], expected[0, 3, 7 + 0] = 1, 1
+        expected[0, 2, token[0]], expected[0, 2, k + token[2]] = 1, 1
+        expected[0, 3, token[1]], expected[0, 3, k + token[0]] = 1, 1
         # sequence 1, t=2: 1 back = 1, 2 back = 1; t=3: 1 back = 0, 2 back = 1
-        expected[1, 2, 1], expected[1, 2, 7 + 1] = 1, 1
-        expected[1, 3, 0], expected[1, 3, 7 + 1] = 1, 1
-        check_two_heads(lesson, tokens, 3, 4, expected)
+        expected[1, 2, token[1]], expected[1, 2, k + token[1]] = 1, 1
+        expected[1, 3, token[0]], expected[1, 3, k + token[1]] = 1, 1
+        check_two_heads(lesson, tokens, v, ln, expected)
 
     def test_two_heads_copy_the_tokens_one_and_two_back_on_random_sequences(self, lesson):
         """the two heads copy the tokens 1 and 2 back on random sequences"""
-        tokens = rng(1).integers(0, V, size=(40, L))
-        check_two_heads(lesson, tokens, V, L)
+        # Under an instructor's secret: other sizes, L from 9 to 12 (see sizes), other tokens.
+        v, ln = sizes("two_head_weights random sequences", V, L)
+        tokens = rng(1).integers(0, v, size=(40, ln))
+        check_two_heads(lesson, tokens, v, ln)
 
     def test_two_heads_work_on_sequences_shorter_than_max_len(self, lesson):
         """the two heads work on sequences shorter than max_len"""
-        tokens = rng(2).integers(0, V, size=(12, 4))  # T = 4 < L = 7
-        check_two_heads(lesson, tokens, V, L)
+        # Under an instructor's secret: other sizes, L from 9 to 12 (see sizes), other tokens.
+        v, ln = sizes("two_head_weights short sequences", V, L)
+        tokens = rng(2).integers(0, v, size=(12, 4))  # T = 4 < L = 7
+        check_two_heads(lesson, tokens, v, ln)
 
     def test_two_heads_work_with_more_tokens_than_positions(self, lesson):
         """the two heads work with more tokens than positions (V=9 > L=5)"""
-        tokens = rng(3).integers(0, 9, size=(20, 5))  # V = 9 > L = 5
-        check_two_heads(lesson, tokens, 9, 5)
+        # Under an instructor's secret: V from 10 to 13, past every public one, and another L < V.
+        var = variation("two_head_weights more tokens")
+        v = var.integers(10, 14, 9)
+        ln = var.integers(3, v, 5)
+        tokens = rng(3).integers(0, v, size=(20, ln))  # V = 9 > L = 5
+        check_two_heads(lesson, tokens, v, ln)
 
     @given(
         v=st.integers(2, 6),
@@ -593,6 +633,8 @@ class TestTwoHeadWeights:
     )
     def test_two_heads_solve_the_task_for_any_sizes(self, lesson, v, ln, t_short, n_b, seed):
         """the two heads solve the task for any vocab_size and max_len"""
+        # Under an instructor's secret: L from 9 to 14, past every public one.
+        ln += variation("two_head_weights for any sizes").pick([0, 6])
         n_t = max(FIRST_GRADED + 1, ln - t_short)
         tokens = rng(seed).integers(0, v, size=(n_b, n_t))
         check_two_heads(lesson, tokens, v, ln)

@@ -32,14 +32,28 @@ from course.engine.testing import (
     check_scalar,
     check_tuple,
     diagnose,
+    enumerable,
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 B, G, T, S, H, K = 2, 3, 4, 5, 6, 7
 D = H * K  # 42
 N_REP = H // G  # 2 query heads per key/value head
+# Published models with grouped-query attention and no biases, K = D // H: (name, D, H, G). The
+# first is the public case; an instructor's secret picks another.
+GROUPED_MODELS = (
+    ("Llama 2 70B", 8192, 64, 8),
+    ("Mistral 7B", 4096, 32, 8),
+    ("Llama 3.1 405B", 16384, 128, 8),
+    ("Llama 3.2 3B", 3072, 24, 8),
+    ("Llama 3.2 1B", 2048, 32, 8),
+)
+# (H, G) with G not dividing H: the first is the public case; an instructor's secret picks another.
+NOT_DIVIDING = ((6, 4), (10, 4), (9, 6), (8, 3), (10, 6), (14, 4))
 
 
 # The letters of each function's array arguments (their last axes), in parameter order: a raw
@@ -55,10 +69,6 @@ DIMS = {
         "mask": "T S",
     },
 }
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -481,75 +491,96 @@ def map_mistakes(n_heads, n_kv_heads):
     }
 
 
+# Sizes of the property check below: under a secret the other checks take G or H // G from 6 on,
+# so that none of their calls is one of its calls in a public grade.
+MAX_PROPERTY_G = MAX_PROPERTY_REP = 5
+
+
 @exercise("kv_head_for_query_head")
 class TestKvHeadForQueryHead:
     def test_map_has_one_kv_head_per_query_head(self, lesson):
         """the map has one key/value head per query head (H=6, G=3)"""
+        # Under an instructor's secret: G key/value heads from 6 to 9, each serving 2 query heads.
+        g = variation("map sizes").integers(MAX_PROPERTY_G + 1, 10, public=G)
+        h = g * N_REP
         check_map(
-            lesson.kv_head_for_query_head(H, G),
-            groups_oracle(H, G),
-            what=f"kv_head_for_query_head({H}, {G})",
-            mistakes=map_mistakes(H, G),
+            lesson.kv_head_for_query_head(h, g),
+            groups_oracle(h, g),
+            what=f"kv_head_for_query_head({h}, {g})",
+            mistakes=map_mistakes(h, g),
         )
 
     @hand_checked
     def test_consecutive_query_heads_share_a_kv_head_by_hand(self, lesson):
         """consecutive query heads share a key/value head, checked by hand"""
+        # Under an instructor's secret: groups of n = 6 to 9 query heads instead of 2 and 4.
+        v = variation("groups by hand")
+        n = v.integers(MAX_PROPERTY_REP + 1, 10, public=2)
         # H = 6, G = 3: groups of 6 // 3 = 2 consecutive query heads -> [0, 0, 1, 1, 2, 2]
         # (i % 3 would give [0, 1, 2, 0, 1, 2], i // 3 would give [0, 0, 0, 1, 1, 1])
         check_map(
-            lesson.kv_head_for_query_head(6, 3),
-            np.array([0, 0, 1, 1, 2, 2]),
-            what="kv_head_for_query_head(6, 3)",
-            mistakes=map_mistakes(6, 3),
+            lesson.kv_head_for_query_head(3 * n, 3),
+            np.array([0, 1, 2]).repeat(n),
+            what=f"kv_head_for_query_head({3 * n}, 3)",
+            mistakes=map_mistakes(3 * n, 3),
         )
         # H = 8, G = 2: groups of 4 -> [0, 0, 0, 0, 1, 1, 1, 1]
+        n = v.integers(MAX_PROPERTY_REP + 1, 10, public=4)
         check_map(
-            lesson.kv_head_for_query_head(8, 2),
-            np.array([0, 0, 0, 0, 1, 1, 1, 1]),
-            what="kv_head_for_query_head(8, 2)",
-            mistakes=map_mistakes(8, 2),
+            lesson.kv_head_for_query_head(2 * n, 2),
+            np.array([0, 1]).repeat(n),
+            what=f"kv_head_for_query_head({2 * n}, 2)",
+            mistakes=map_mistakes(2 * n, 2),
         )
 
     def test_multi_head_attention_is_g_equals_h(self, lesson):
         """G = H is multi-head attention: query head i uses kv head i"""
         # G = H: every query head has its own key/value head, i -> i
+        # Under an instructor's secret: G = H from 6 to 11.
+        h = variation("multi-head map").integers(MAX_PROPERTY_G + 1, 12, public=5)
         check_map(
-            lesson.kv_head_for_query_head(5, 5),
-            np.arange(5),
-            what="kv_head_for_query_head(5, 5) (multi-head attention)",
+            lesson.kv_head_for_query_head(h, h),
+            np.arange(h),
+            what=f"kv_head_for_query_head({h}, {h}) (multi-head attention)",
         )
 
     def test_multi_query_attention_is_g_equals_1(self, lesson):
         """G = 1 is multi-query attention: every query head uses kv head 0"""
         # G = 1: every query head uses key/value head 0
+        # Under an instructor's secret: H from 7 to 12.
+        h = variation("multi-query map").integers(MAX_PROPERTY_REP + 1, 13, public=6)
         check_map(
-            lesson.kv_head_for_query_head(6, 1),
-            np.zeros(6, np.int64),
-            what="kv_head_for_query_head(6, 1) (multi-query attention)",
-            mistakes={DIV_BY_G: np.arange(6)},
+            lesson.kv_head_for_query_head(h, 1),
+            np.zeros(h, np.int64),
+            what=f"kv_head_for_query_head({h}, 1) (multi-query attention)",
+            mistakes={DIV_BY_G: np.arange(h)},
         )
 
     def test_llama_2_70b_shares_each_kv_head_among_8_query_heads(self, lesson):
         """Llama 2 70B shares each key/value head among 8 query heads"""
         # Llama 2 70B: 64 query heads, 8 key/value heads -> heads 8g ... 8g + 7 use kv head g
+        # Under an instructor's secret: another published model's heads (GROUPED_MODELS).
+        name, _, h, g = variation("published model map").pick(GROUPED_MODELS)
         check_map(
-            lesson.kv_head_for_query_head(64, 8),
-            np.arange(64) // 8,
-            what="kv_head_for_query_head(64, 8) (Llama 2 70B)",
-            mistakes=map_mistakes(64, 8),
+            lesson.kv_head_for_query_head(h, g),
+            np.arange(h) // (h // g),
+            what=f"kv_head_for_query_head({h}, {g}) ({name})",
+            mistakes=map_mistakes(h, g),
         )
 
     def test_map_rejects_g_that_does_not_divide_h(self, lesson):
         """H = 6, G = 4 raises a ValueError that names 6 and 4"""
+        # Under an instructor's secret: another G that does not divide H.
+        h, g = variation("map not divisible").pick(NOT_DIVIDING)
         check_raises_value_error(
-            lambda: lesson.kv_head_for_query_head(6, 4),
-            "kv_head_for_query_head(6, 4)",
-            (6, 4),
-            "n_heads=6 is not divisible by n_kv_heads=4",
+            lambda: lesson.kv_head_for_query_head(h, g),
+            f"kv_head_for_query_head({h}, {g})",
+            (h, g),
+            f"n_heads={h} is not divisible by n_kv_heads={g}",
         )
 
-    @given(n_kv=st.integers(1, 5), n_rep=st.integers(1, 5))
+    @enumerable("draws only two small head counts (G and H // G up to 5)")
+    @given(n_kv=st.integers(1, MAX_PROPERTY_G), n_rep=st.integers(1, MAX_PROPERTY_REP))
     def test_map_matches_the_groups_for_any_sizes(self, lesson, n_kv, n_rep):
         """the map matches the groups i // (H // G) for any sizes"""
         n_heads = n_kv * n_rep
@@ -592,15 +623,19 @@ class TestRepeatKv:
     @hand_checked
     def test_repeat_kv_small_case_by_hand(self, lesson):
         """a small case by hand: heads 10, 20, 30 give 10, 10, 20, 20, 30, 30"""
-        x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1)  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
+        # Under an instructor's secret: every number scaled by s and shifted by c.
+        v = variation("repeat_kv by hand")
+        s, c = v.scale(), v.shift()
+        x = np.array([10.0, 20.0, 30.0]).reshape(1, 3, 1, 1) * s + c  # (B=1, G=3, S=1, K=1), head g = 10(g+1)
         # each head twice, in place: 10, 10, 20, 20, 30, 30 (np.tile: 10, 20, 30, 10, 20, 30)
-        expected = np.array([10.0, 10.0, 20.0, 20.0, 30.0, 30.0]).reshape(1, 6, 1, 1)
+        expected = np.array([10.0, 10.0, 20.0, 20.0, 30.0, 30.0]).reshape(1, 6, 1, 1) * s + c
+        heads = ", ".join(f"{value:g}" for value in x.ravel())
         check_array(
             lesson.repeat_kv(x, 2),
             expected,
-            what="repeat_kv(x, 2) with x's three heads holding 10, 20, 30",
+            what=f"repeat_kv(x, 2) with x's three heads holding {heads}",
             dims="B H S K",
-            mistakes={TILED: np.array([10.0, 20.0, 30.0] * 2).reshape(1, 6, 1, 1)},
+            mistakes={TILED: np.array([10.0, 20.0, 30.0] * 2).reshape(1, 6, 1, 1) * s + c},
         )
 
     def test_repeated_head_h_is_kv_head_h_over_n_rep(self, lesson):
@@ -695,19 +730,24 @@ class TestGroupedQueryAttention:
         #   query heads 0, 1 use kv head 0: scores [ln 3, 0] -> weights [3/4, 1/4] -> 3
         #   query heads 2, 3 use kv head 1: scores [0, ln 3] -> weights [1/4, 3/4] -> 6
         # w_o is the identity: out = [3, 3, 6, 6]. (Tiled heads 0, 1, 0, 1 give [3, 6, 3, 6].)
+        # Under an instructor's secret: the two keys swapped (with their values and weight columns),
+        # every value scaled by s and shifted by c (so out is too: the weights sum to 1).
+        v = variation("gqa by hand")
+        s, c, order = v.scale(), v.shift(), v.permutation(2)
         ln3 = math.log(3.0)
         x_q = np.array([[[1.0, 0.0, 0.0, 0.0]]])  # (B=1, T=1, D=4)
-        x_kv = np.array([[[1.0, 0.0, 4.0, 0.0], [0.0, 1.0, 0.0, 8.0]]])  # (B=1, S=2, D=4)
+        x_kv = np.array([[[1.0, 0.0, 4.0, 0.0], [0.0, 1.0, 0.0, 8.0]]])[:, order]  # (B=1, S=2, D=4)
+        x_kv[..., 2:] = x_kv[..., 2:] * s + c  # the features w_v reads
         params = {
             "w_q": np.vstack([np.full((1, 4), ln3), np.zeros((3, 4))]),  # (D, H*K)
             "w_k": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),  # (D, G*K)
             "w_v": np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),  # (D, G*K)
             "w_o": np.eye(4),
         }  # (H*K, D)
-        expected_weights = np.array(
-            [[[[0.75, 0.25]], [[0.75, 0.25]], [[0.25, 0.75]], [[0.25, 0.75]]]]
-        )  # (1, H, 1, S)
-        expected_out = np.array([[[3.0, 3.0, 6.0, 6.0]]])
+        expected_weights = np.array([[[[0.75, 0.25]], [[0.75, 0.25]], [[0.25, 0.75]], [[0.25, 0.75]]]])[
+            ..., order
+        ]  # (1, H, 1, S)
+        expected_out = np.array([[[3.0, 3.0, 6.0, 6.0]]]) * s + c
         what = "grouped_query_attention on the hand-checked example (H = 4, G = 2, K = 1)"
         out, weights = call_gqa(lesson, what, x_q, x_kv, params, 4, 2)
         if isinstance(weights, np.ndarray) and weights.shape == (1, 2, 1, 2):
@@ -731,7 +771,7 @@ class TestGroupedQueryAttention:
             what=f"the out of {what}",
             dims="B T D",
             mistakes={
-                GQA_TILED: np.array([[[3.0, 6.0, 3.0, 6.0]]]),
+                GQA_TILED: np.array([[[3.0, 6.0, 3.0, 6.0]]]) * s + c,
                 **gqa_mistakes(x_q, x_kv, params, 4, 2, part=0),
             },
         )
@@ -743,9 +783,13 @@ class TestGroupedQueryAttention:
         # keys [ln 3, 0], values [4, 8]; query head 0 asks 1, query head 1 asks 2:
         #   head 0: scores [ln 3, 0]   -> weights [3/4, 1/4]   -> 3 + 2 = 5
         #   head 1: scores [2 ln 3, 0] -> weights [9/10, 1/10] -> 3.6 + 0.8 = 4.4
+        # Under an instructor's secret: the two keys swapped (with their values and weight columns),
+        # every value scaled by s and shifted by c (so out is too: the weights sum to 1).
+        v = variation("mqa by hand")
+        s, c, order = v.scale(), v.shift(), v.permutation(2)
         ln3 = math.log(3.0)
         x_q = np.array([[[1.0, 2.0]]])  # (B=1, T=1, D=2)
-        x_kv = np.array([[[ln3, 4.0], [0.0, 8.0]]])  # (B=1, S=2, D=2)
+        x_kv = np.array([[[ln3, 4.0 * s + c], [0.0, 8.0 * s + c]]])[:, order]  # (B=1, S=2, D=2)
         params = {
             "w_q": np.eye(2),
             "w_k": np.array([[1.0], [0.0]]),
@@ -761,14 +805,14 @@ class TestGroupedQueryAttention:
             )
         check_array(
             weights,
-            np.array([[[[0.75, 0.25]], [[0.9, 0.1]]]]),
+            np.array([[[[0.75, 0.25]], [[0.9, 0.1]]]])[..., order],
             what=f"the weights of {what}",
             dims="B H T S",
             mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=1),
         )
         check_array(
             out,
-            np.array([[[5.0, 4.4]]]),
+            np.array([[[5.0, 4.4]]]) * s + c,
             what=f"the out of {what}",
             dims="B T D",
             mistakes=gqa_mistakes(x_q, x_kv, params, 2, 1, part=0),
@@ -1095,46 +1139,69 @@ def check_saving(lesson, d, h, g, bias=True):
     assert is_int(actual), f"{what} returned {actual!r}, a {type(actual).__name__}; a count is an int."
 
 
+# The head width K of the property check below: under a secret the other checks take K from 9 on,
+# so that none of their calls is one of its calls in a public grade.
+MAX_PROPERTY_K = 8
+
+
+def head_width(name, public):
+    """K: ``public`` in a public grade, another width above MAX_PROPERTY_K under a secret."""
+    return variation(name).integers(MAX_PROPERTY_K + 1, 17, public=public)
+
+
 @exercise("kv_parameter_saving")
 class TestKvParameterSaving:
     def test_gqa_saves_the_columns_w_k_and_w_v_lose(self, lesson):
         """GQA saves the columns W_K and W_V lose (D=16, H=8, G=2: 408)"""
         # D=16, H=8, G=2, K=2: MHA 4 * 256 + 4 * 16 = 1088; GQA 2 * 256 + 2 * 16*4 + 16 + 4 + 4 + 16
         # = 680: saves 408 = 2 * 16 * 6 * 2 + 2 * 6 * 2
-        check_saving(lesson, 16, 8, 2)
+        # Under an instructor's secret: another head width K from 9 to 16 (D = 8K).
+        check_saving(lesson, 8 * head_width("saving K", 2), 8, 2)
 
     def test_multi_query_attention_saves_with_and_without_biases(self, lesson):
         """multi-query attention (D=12, H=4, G=1) saves 234, or 216 without biases"""
         # D=12, H=4, G=1, K=3: 624 - 390 = 234 with biases, 576 - 360 = 216 without
-        check_saving(lesson, 12, 4, 1)
-        check_saving(lesson, 12, 4, 1, bias=False)
+        # Under an instructor's secret: another head width K from 9 to 16 (D = 4K).
+        d = 4 * head_width("multi-query saving K", 3)
+        check_saving(lesson, d, 4, 1)
+        check_saving(lesson, d, 4, 1, bias=False)
 
     def test_g_equals_h_saves_nothing(self, lesson):
         """G = H saves nothing"""
-        check_saving(lesson, 30, 6, 6)
+        # Under an instructor's secret: another head width K from 9 to 16 (D = 6K).
+        check_saving(lesson, 6 * head_width("multi-head saving K", 5), 6, 6)
 
     def test_llama_2_70b_saves_117_million_parameters_per_layer(self, lesson):
         """Llama 2 70B saves 117,440,512 parameters per layer"""
         # D=8192, H=64, G=8, K=128, no biases: 2 * 8192 * 56 * 128 = 117,440,512
-        check_saving(lesson, 8192, 64, 8, bias=False)
+        # Under an instructor's secret: another published model's sizes (GROUPED_MODELS).
+        _, d, h, g = variation("published model saving").pick(GROUPED_MODELS)
+        check_saving(lesson, d, h, g, bias=False)
 
     def test_h_not_divisible_by_g_raises_value_error(self, lesson):
         """H = 6, G = 4 raises a ValueError that names 6 and 4"""
-        example = "n_heads=6 is not divisible by n_kv_heads=4"
+        # Under an instructor's secret: another G that does not divide H (D = 5H).
+        h, g = variation("saving not divisible").pick(NOT_DIVIDING)
+        d = 5 * h
+        example = f"n_heads={h} is not divisible by n_kv_heads={g}"
         try:
             check_raises_value_error(
-                lambda: lesson.kv_parameter_saving(30, 6, 4), "kv_parameter_saving(30, 6, 4)", (6, 4), example
+                lambda: lesson.kv_parameter_saving(d, h, g),
+                f"kv_parameter_saving({d}, {h}, {g})",
+                (h, g),
+                example,
             )
         except AssertionError as problem:
             check_raises_value_error(
-                lambda: learner_count(lesson, 30, 6, 4, True),
-                f"{problem}\n{LESSON_7[0].upper()}{LESSON_7[1:]}: count_parameters(30, 6, n_kv_heads=4)",
-                (6, 4),
+                lambda: learner_count(lesson, d, h, g, True),
+                f"{problem}\n{LESSON_7[0].upper()}{LESSON_7[1:]}: count_parameters({d}, {h}, n_kv_heads={g})",
+                (h, g),
                 example,
             )
             raise
 
-    @given(k=st.integers(1, 8), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans())
+    @enumerable("draws only small sizes (K up to 8, G and H // G up to 4) and whether there are biases")
+    @given(k=st.integers(1, MAX_PROPERTY_K), g=st.integers(1, 4), rep=st.integers(1, 4), bias=st.booleans())
     def test_saving_matches_the_parameter_shapes_for_any_sizes(self, lesson, k, g, rep, bias):
         """the saving matches the parameter shapes for any sizes"""
         h = g * rep

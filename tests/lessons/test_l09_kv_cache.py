@@ -29,7 +29,9 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
     rule_out,
+    variation,
 )
 
 B, H, G, K = 2, 4, 2, 3
@@ -41,10 +43,6 @@ S0 = 6  # positions in a ready-made cache
 # The letters of each function's array arguments (their last axes), in parameter order: a raw
 # numpy error in the learner's code is shown with the shapes of the call in these letters.
 DIMS = {"decode_step": {"x_t": "D", "cache_k": "B G S K", "cache_v": "B G S K"}}
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -374,6 +372,11 @@ def check_inputs_unchanged(lesson, what):
     )
 
 
+def tokens(n):
+    """n tokens in words, for what= texts: "one token", "2 tokens", ..."""
+    return "one token" if n == 1 else f"{n} tokens"
+
+
 def triple(result, what):
     """The learner's (out_t, cache_k, cache_v), or a failure that says what came back instead."""
     return check_tuple(result, what, ("out_t", "cache_k", "cache_v"))
@@ -495,15 +498,21 @@ def decode_sequence(lesson, x, params, n_heads, n_kv_heads, chunks, *, what):
 
 
 # ---------------------------------------------------------------- kv_cache_bytes
+MAX_SEQ_LEN = 3000  # the longest sequence the property check draws
+
+
 @exercise("kv_cache_bytes")
 class TestKvCacheBytes:
     def test_kv_cache_bytes_returns_an_int(self, lesson):
         """kv_cache_bytes returns an int: 4 for kv_cache_bytes(1, 1, 1, 1, 1)"""
+        # Under an instructor's secret: n = 2 to 9 layers instead of 1.
+        n = variation("bytes of one number").integers(2, 10, public=1)
+        layers = "" if n == 1 else f" in each of {n} layers"
         check_bytes(
-            lesson.kv_cache_bytes(1, 1, 1, 1, 1),
-            4,
-            what="kv_cache_bytes(1, 1, 1, 1, 1) (one number of K and one of V, 2 bytes each)",
-            mistakes=bytes_mistakes(1, 1, 1, 1, 1),
+            lesson.kv_cache_bytes(1, 1, n, 1, 1),
+            4 * n,
+            what=f"kv_cache_bytes(1, 1, {n}, 1, 1) (one number of K and one of V{layers}, 2 bytes each)",
+            mistakes=bytes_mistakes(1, 1, n, 1, 1),
         )
 
     @hand_checked
@@ -511,12 +520,15 @@ class TestKvCacheBytes:
         """a small case by hand: 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120 bytes"""
         # every factor a different prime, so each missing factor gives a different number:
         # 2 * 3 * 5 * 7 * 11 * 13 * 4 = 120,120
-        args = (3, 5, 7, 11, 13, 4)
+        # Under an instructor's secret: the five primes given to the sizes in another order.
+        order = variation("bytes by hand").permutation(5)
+        batch, seq_len, n_layers, n_kv_heads, head_dim = np.array([3, 5, 7, 11, 13])[order].tolist()
+        args = (batch, seq_len, n_layers, n_kv_heads, head_dim, 4)
         check_bytes(
             lesson.kv_cache_bytes(*args),
             120_120,
-            what="kv_cache_bytes(batch=3, seq_len=5, n_layers=7, n_kv_heads=11, "
-            "head_dim=13, bytes_per_value=4)",
+            what=f"kv_cache_bytes(batch={batch}, seq_len={seq_len}, n_layers={n_layers}, "
+            f"n_kv_heads={n_kv_heads}, head_dim={head_dim}, bytes_per_value=4)",
             mistakes=bytes_mistakes(*args),
         )
 
@@ -524,74 +536,88 @@ class TestKvCacheBytes:
         """GPT-3 175B caches 4,718,592 bytes per token in fp16"""
         # GPT-3 175B: 96 layers, 96 heads (MHA: 96 key/value heads), head_dim 128, d_model 12,288
         # 2 * 96 * 96 * 128 * 2 = 4,718,592 bytes = 4.5 MiB, about 4.7 MB per token
+        # Under an instructor's secret: n = 2 to 16 tokens, and b = 2 to 8 full-context sequences.
+        v = variation("GPT-3 cache")
+        n, b = v.integers(2, 17, public=1), v.integers(2, 9, public=1)
         assert 96 * 128 == 12_288
         check_bytes(
-            lesson.kv_cache_bytes(1, 1, 96, 96, 128),
-            4_718_592,
-            what="kv_cache_bytes(batch=1, seq_len=1, n_layers=96, n_kv_heads=96, "
-            "head_dim=128) for one token of GPT-3 175B",
-            mistakes=bytes_mistakes(1, 1, 96, 96, 128),
+            lesson.kv_cache_bytes(1, n, 96, 96, 128),
+            4_718_592 * n,
+            what=f"kv_cache_bytes(batch=1, seq_len={n}, n_layers=96, n_kv_heads=96, "
+            f"head_dim=128) for {tokens(n)} of GPT-3 175B",
+            mistakes=bytes_mistakes(1, n, 96, 96, 128),
         )
         # its 2,048-token context: 2048 * 4.5 MiB = 9 GiB for a single sequence
         check_bytes(
-            lesson.kv_cache_bytes(1, 2048, 96, 96, 128),
-            9 * 2**30,
-            what="kv_cache_bytes(1, 2048, 96, 96, 128): GPT-3's full 2,048-token context",
-            mistakes=bytes_mistakes(1, 2048, 96, 96, 128),
+            lesson.kv_cache_bytes(b, 2048, 96, 96, 128),
+            9 * 2**30 * b,
+            what=f"kv_cache_bytes({b}, 2048, 96, 96, 128): GPT-3's full 2,048-token context"
+            + ("" if b == 1 else f", for {b} sequences"),
+            mistakes=bytes_mistakes(b, 2048, 96, 96, 128),
         )
 
     def test_gqa_8_would_make_gpt3s_cache_12_times_smaller(self, lesson):
         """GQA-8 would make GPT-3's cache 12 times smaller"""
         # 96 query heads sharing 8 key/value heads: 2 * 96 * 8 * 128 * 2 = 393,216 = 4,718,592 / 12
+        # Under an instructor's secret: n = 2 to 16 tokens instead of 1.
+        n = variation("GPT-3 GQA-8 cache").integers(2, 17, public=1)
         check_bytes(
-            lesson.kv_cache_bytes(1, 1, 96, 8, 128),
-            4_718_592 // 12,
-            what="kv_cache_bytes(1, 1, n_layers=96, n_kv_heads=8, head_dim=128): GPT-3 with GQA-8",
-            mistakes=bytes_mistakes(1, 1, 96, 8, 128),
+            lesson.kv_cache_bytes(1, n, 96, 8, 128),
+            4_718_592 // 12 * n,
+            what=f"kv_cache_bytes(1, {n}, n_layers=96, n_kv_heads=8, head_dim=128): GPT-3 with GQA-8",
+            mistakes=bytes_mistakes(1, n, 96, 8, 128),
         )
 
     def test_llama_2_70b_caches_327_680_bytes_per_token_and_80_gib_hold_262_144(self, lesson):
         """Llama 2 70B caches 327,680 bytes per token; 80 GiB hold 262,144"""
         # Llama 2 70B: 80 layers, 64 query heads sharing 8 key/value heads, head_dim 128
         # 2 * 80 * 8 * 128 * 2 = 327,680 bytes = 320 KiB per token
+        # Under an instructor's secret: n = 2 to 16 tokens, and the 262,144 tokens in other
+        # sequences of at most the 4,096-token context.
+        v = variation("Llama 2 cache")
+        n = v.integers(2, 17, public=1)
+        batch, seq_len = v.pick(((64, 4096), (128, 2048), (256, 1024), (512, 512)))
         check_bytes(
-            lesson.kv_cache_bytes(1, 1, 80, 8, 128),
-            327_680,
-            what="kv_cache_bytes(1, 1, n_layers=80, n_kv_heads=8, head_dim=128) for one token of Llama 2 70B",
-            mistakes=bytes_mistakes(1, 1, 80, 8, 128),
+            lesson.kv_cache_bytes(1, n, 80, 8, 128),
+            327_680 * n,
+            what=f"kv_cache_bytes(1, {n}, n_layers=80, n_kv_heads=8, head_dim=128) for {tokens(n)} of "
+            "Llama 2 70B",
+            mistakes=bytes_mistakes(1, n, 80, 8, 128),
         )
         # 80 GiB / 320 KiB = 262,144 tokens: 64 sequences at the full 4,096-token context
-        assert 80 * 2**30 // 327_680 == 262_144 == 64 * 4096
+        assert 80 * 2**30 // 327_680 == 262_144 == 64 * 4096 == batch * seq_len
         check_bytes(
-            lesson.kv_cache_bytes(64, 4096, 80, 8, 128),
+            lesson.kv_cache_bytes(batch, seq_len, 80, 8, 128),
             80 * 2**30,
-            what="kv_cache_bytes(batch=64, seq_len=4096, 80, 8, 128): Llama 2 70B, 64 "
-            "sequences of 4,096 tokens (80 GiB)",
-            mistakes=bytes_mistakes(64, 4096, 80, 8, 128),
+            what=f"kv_cache_bytes(batch={batch}, seq_len={seq_len}, 80, 8, 128): Llama 2 70B, {batch} "
+            f"sequences of {seq_len:,} tokens (80 GiB)",
+            mistakes=bytes_mistakes(batch, seq_len, 80, 8, 128),
         )
 
     def test_bytes_per_value_defaults_to_2_and_is_used(self, lesson):
         """bytes_per_value defaults to 2 and is used"""
-        args = (3, 5, 7, 11, 13)
+        # Under an instructor's secret: the five primes given to the sizes in another order.
+        args = tuple(np.array([3, 5, 7, 11, 13])[variation("bytes per value").permutation(5)].tolist())
+        listed = ", ".join(str(a) for a in args)
         values = 2 * 3 * 5 * 7 * 11 * 13  # 30,030 numbers
         for bpv, name in ((4, "fp32"), (1, "int8"), (2, "fp16")):
             check_bytes(
                 lesson.kv_cache_bytes(*args, bytes_per_value=bpv),
                 values * bpv,
-                what=f"kv_cache_bytes(3, 5, 7, 11, 13, bytes_per_value={bpv}) ({name})",
+                what=f"kv_cache_bytes({listed}, bytes_per_value={bpv}) ({name})",
                 mistakes=bytes_mistakes(*args, bpv),
             )
         default_wrong = {DEFAULT_NOT_2.plus(f" (it acts as {bpv})"): values * bpv for bpv in (1, 4, 8)}
         check_bytes(
             lesson.kv_cache_bytes(*args),
             values * 2,
-            what="kv_cache_bytes(3, 5, 7, 11, 13) without bytes_per_value",
+            what=f"kv_cache_bytes({listed}) without bytes_per_value",
             mistakes={**bytes_mistakes(*args), **default_wrong},
         )
 
     @given(
         batch=st.integers(1, 6),
-        seq_len=st.integers(1, 3000),
+        seq_len=st.integers(1, MAX_SEQ_LEN),
         n_layers=st.integers(1, 100),
         n_kv_heads=st.integers(1, 64),
         head_dim=st.integers(1, 256),
@@ -601,6 +627,9 @@ class TestKvCacheBytes:
         self, lesson, batch, seq_len, n_layers, n_kv_heads, head_dim, bytes_per_value
     ):
         """counts every key and value of every layer, for any sizes"""
+        # Under an instructor's secret: every sequence MAX_SEQ_LEN tokens longer, so that no call
+        # is one of a public grade (whose simplest examples, all sizes 1, recur under any seed).
+        seq_len += variation("longer sequences").pick((0, MAX_SEQ_LEN))
         expected = 0
         for _tensor in ("K", "V"):  # the cache of keys, then the cache of values
             for _layer in range(n_layers):
@@ -639,43 +668,51 @@ class TestDecodeStep:
     @hand_checked
     def test_new_token_attends_to_the_cache_and_to_itself_small_case_by_hand(self, lesson):
         """the new token attends to the cache and to itself, checked by hand"""
+        # Under an instructor's secret: the cached keys scaled by s, every value (cached and new)
+        # scaled by s and shifted by c, and so out too (the weights stay uniform and sum to 1).
+        v = variation("decode_step by hand")
+        s, c = v.scale(), v.shift()
         one = np.array([[1.0]])
-        params = {"w_q": one, "w_k": one, "w_v": one, "w_o": one, "b_v": np.array([6.0])}
+        params = {"w_q": one, "w_k": one, "w_v": one, "w_o": one, "b_v": np.array([6.0]) * s + c}
         x_t = np.zeros((1, 1, 1))  # q = 0 and k = 0: every score is 0, the weights are uniform
-        cache_k = np.array([1.0, 2.0]).reshape(1, 1, 2, 1)  # (B=1, G=1, S=2, K=1)
-        cache_v = np.array([0.0, 3.0]).reshape(1, 1, 2, 1)
+        cache_k = np.array([1.0, 2.0]).reshape(1, 1, 2, 1) * s  # (B=1, G=1, S=2, K=1)
+        cache_v = np.array([0.0, 3.0]).reshape(1, 1, 2, 1) * s + c
         # the new value is 0 * 1 + 6 = 6; uniform weights over the 3 positions:
         # out = (0 + 3 + 6) / 3 = 3   (the cache alone would give 1.5, the new token alone 6,
         # a top-left causal mask, which lets the query see position 0 only, 0)
         what = (
-            "decode_step on the hand-checked case: D = K = 1, H = G = 1, cached values [0, 3],"
-            " new value 6, all scores 0"
+            "decode_step on the hand-checked case: D = K = 1, H = G = 1, cached values "
+            f"[{cache_v[0, 0, 0, 0]:g}, {cache_v[0, 0, 1, 0]:g}], new value {params['b_v'][0]:g}, "
+            "all scores 0"
         )
         out, new_k, new_v = triple(lesson.decode_step(x_t, cache_k, cache_v, params, 1, 1), what)
         check_array(
             out,
-            np.array([[[3.0]]]),
+            np.array([[[3.0]]]) * s + c,
             what=f"out_t of {what}",
             dims="B T D",
             mistakes={
-                OFF_BY_ONE: np.array([[[1.5]]]),
-                ONLY_NEW: np.array([[[6.0]]]),
-                TOP_LEFT: np.array([[[0.0]]]),
+                OFF_BY_ONE: np.array([[[1.5]]]) * s + c,
+                ONLY_NEW: np.array([[[6.0]]]) * s + c,
+                TOP_LEFT: np.array([[[0.0]]]) * s + c,
             },
         )
         check_array(
             new_k,
-            np.array([1.0, 2.0, 0.0]).reshape(1, 1, 3, 1),
+            np.array([1.0, 2.0, 0.0]).reshape(1, 1, 3, 1) * s,
             what=f"the cache_k returned by {what}",
             dims="B G S K",
-            mistakes={NOT_APPENDED: cache_k, PREPENDED: np.array([0.0, 1.0, 2.0]).reshape(1, 1, 3, 1)},
+            mistakes={NOT_APPENDED: cache_k, PREPENDED: np.array([0.0, 1.0, 2.0]).reshape(1, 1, 3, 1) * s},
         )
         check_array(
             new_v,
-            np.array([0.0, 3.0, 6.0]).reshape(1, 1, 3, 1),
+            np.array([0.0, 3.0, 6.0]).reshape(1, 1, 3, 1) * s + c,
             what=f"the cache_v returned by {what}",
             dims="B G S K",
-            mistakes={NOT_APPENDED: cache_v, PREPENDED: np.array([6.0, 0.0, 3.0]).reshape(1, 1, 3, 1)},
+            mistakes={
+                NOT_APPENDED: cache_v,
+                PREPENDED: np.array([6.0, 0.0, 3.0]).reshape(1, 1, 3, 1) * s + c,
+            },
         )
 
     def test_the_new_key_and_value_are_appended_after_the_cache(self, lesson):

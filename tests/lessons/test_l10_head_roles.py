@@ -34,15 +34,13 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 B, H, T, S = 2, 3, 5, 7
 OFFSETS = (-2, -1, 0, 1)
 POSITIONAL, CONFIDENT = 0.9, 0.5
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -287,6 +285,19 @@ def built_model(r, max_len=7, vocab=5):
     second["b_k"][:k_w] = 0.0
     first["w_o"] *= 0.1  # layer 0 barely disturbs the one-hot codes layer 1 reads
     return model
+
+
+def heads_permuted(model, orders, n_heads):
+    """A copy of ``model`` whose layer l's head j is its head orders[l][j]: the head's columns of
+    w_q, w_k, w_v and their biases and its rows of w_o move together, so the model computes the
+    same thing and the weights (and roles) of its heads come in the new order."""
+    layers = []
+    for p, order in zip(model["layers"], orders, strict=True):
+        k_w = p["w_q"].shape[1] // n_heads
+        cols = (np.asarray(order)[:, None] * k_w + np.arange(k_w)).ravel()  # head blocks reordered
+        moved = {name: np.asarray(p[name])[..., cols] for name in ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v")}
+        layers.append({**p, **moved, "w_o": np.asarray(p["w_o"])[cols]})
+    return {**model, "layers": layers}
 
 
 # ---------------------------------------------------------------- classic mistakes, by name
@@ -626,8 +637,11 @@ def check_classified(lesson, weights, what, **options):
 
 def check_raises_value_error(call, name):
     """A (T, S) array has no head axis: the function must say so with a ValueError."""
-    w = np.full((T, S), 1.0 / S)
-    what = f"{name} on weights of shape (T, S) = (5, 7), without a head axis"
+    # Under an instructor's secret: another T and S.
+    v = variation(f"{name} without a head axis")
+    n_t, n_s = v.integers(1, 9, T), v.integers(1, 9, S)
+    w = np.full((n_t, n_s), 1.0 / n_s)
+    what = f"{name} on weights of shape (T, S) = ({n_t}, {n_s}), without a head axis"
     try:
         result = call(w)
     except LearnerError as error:
@@ -647,6 +661,20 @@ def masked_rows(r, n_lead=B, n_t=T, share=0.3):
     return r.random((n_lead, n_t)) < share
 
 
+def property_weights(seed, shape, zero_rows, sharp=3.0, decimals=None, *, name):
+    """random_weights(rng(seed), shape, ...) for a property check, rounded to ``decimals`` if given.
+    Under an instructor's secret, weights of nothing but 0s and 1s (one key per row, or every row
+    masked) are too few numbers to differ from a public grade's: they get one more key and at most
+    30% masked rows until they hold another number."""
+    secret = variation(name).secret
+    while True:
+        w = random_weights(rng(seed), shape, zero_rows=zero_rows, sharp=sharp)
+        w = w if decimals is None else np.round(w, decimals)
+        if not (secret and np.isin(w, (0.0, 1.0)).all()):
+            return w
+        shape, zero_rows = (*shape[:-1], shape[-1] + 1), min(zero_rows, 0.3)
+
+
 # ---------------------------------------------------------------- head_confidence
 @exercise("head_confidence")
 class TestHeadConfidence:
@@ -658,11 +686,15 @@ class TestHeadConfidence:
     @hand_checked
     def test_small_case_by_hand(self, lesson):
         """small case by hand: [[[1, 0], [0.5, 0.5]]] gives [0.75]"""
-        w = np.array([[[1.0, 0.0], [0.5, 0.5]]])  # H = 1, T = S = 2: (1 + 0.5) / 2
+        # Under an instructor's secret: another second row, the rows and the keys reordered.
+        v = variation("head_confidence by hand")
+        rows, keys = v.permutation(2), v.permutation(2)
+        second = v.pick([[0.5, 0.5], [0.25, 0.75], [0.625, 0.375]])
+        w = np.array([[[1.0, 0.0], second]])[:, rows][..., keys]  # H = 1, T = S = 2: (1 + 0.5) / 2
         check_array(
             lesson.head_confidence(w),
-            np.array([0.75]),
-            what="head_confidence([[[1, 0], [0.5, 0.5]]])",
+            np.array([(1.0 + max(second)) / 2]),
+            what=f"head_confidence({w.tolist()})",
             dims="H",
             dtype=np.float64,
             mistakes=confidence_mistakes(w),
@@ -672,11 +704,15 @@ class TestHeadConfidence:
         """a fully masked row (all zeros) is left out of the mean"""
         # head 0: rows [1, 0] and [0, 0] (masked): 1.0, not (1 + 0) / 2
         # head 1: rows [0.6, 0.4] and [0.3, 0.7]: (0.6 + 0.7) / 2
-        w = np.array([[[1.0, 0.0], [0.0, 0.0]], [[0.6, 0.4], [0.3, 0.7]]])
+        # Under an instructor's secret: the heads, the rows and the keys reordered.
+        v = variation("a fully masked row")
+        heads, rows, keys = v.permutation(2), v.permutation(2), v.permutation(2)
+        w = np.array([[[1.0, 0.0], [0.0, 0.0]], [[0.6, 0.4], [0.3, 0.7]]])[heads][:, rows][..., keys]
+        head, row = int(np.argmax(heads == 0)), int(np.argmax(rows == 1))  # where the masked row went
         check_array(
             lesson.head_confidence(w),
-            np.array([1.0, 0.65]),
-            what="head_confidence(weights (H, T, S) = (2, 2, 2)) with head 0's second row all zero",
+            np.array([1.0, 0.65])[heads],
+            what=f"head_confidence(weights (H, T, S) = (2, 2, 2)) with head {head}'s row {row} all zero",
             dims="H",
             dtype=np.float64,
             mistakes=confidence_mistakes(w),
@@ -684,9 +720,11 @@ class TestHeadConfidence:
 
     def test_a_head_with_no_row_left_gets_nan(self, lesson):
         """a head with no row left (all zeros) gets NaN"""
+        # Under an instructor's secret: another head is the one masked.
+        head = variation("a head with no row left").integers(0, H, 1)
         w = random_weights(rng(2), (B, H, T, S), zero_rows=0.0)
-        w[:, 1] = 0.0  # head 1: every row of every sequence fully masked
-        check_confidence(lesson, w, "head_confidence(weights (2, 3, 5, 7)) whose head 1 is all zeros")
+        w[:, head] = 0.0  # every row of every sequence fully masked
+        check_confidence(lesson, w, f"head_confidence(weights (2, 3, 5, 7)) whose head {head} is all zeros")
 
     def test_masked_rows_in_some_sequences_only(self, lesson):
         """rows masked in some sequences only: sequence 0 padded after 2 queries"""
@@ -745,7 +783,7 @@ class TestHeadConfidence:
     )
     def test_head_confidence_equals_the_loop_for_any_shape(self, lesson, lead, n_h, n_t, n_s, zero, seed):
         """head_confidence equals a row-by-row loop for any (..., H, T, S)"""
-        w = random_weights(rng(seed), (*lead, n_h, n_t, n_s), zero_rows=zero)
+        w = property_weights(seed, (*lead, n_h, n_t, n_s), zero, name="head_confidence for any shape")
         check_confidence(lesson, w, f"head_confidence(weights {w.shape})")
 
 
@@ -762,11 +800,14 @@ class TestRelativePositionShare:
         """small case by hand with more keys than queries (T = 2, S = 3)"""
         # T = 2 rows against S = 3 keys: row 0 is position 1, row 1 is position 2.
         # offset -1: row 0 targets key 0 (argmax 1: miss), row 1 targets key 1 (argmax 1: hit)
-        w = np.array([[[0.2, 0.5, 0.3], [0.1, 0.6, 0.3]]])
+        # Under an instructor's secret: the rows swapped, and the smaller weights of each row too.
+        v = variation("relative_position_share by hand")
+        rows, keys = v.permutation(2), v.pick([[0, 1, 2], [2, 1, 0]])
+        w = np.array([[[0.2, 0.5, 0.3], [0.1, 0.6, 0.3]]])[:, rows][..., keys]
         check_array(
             lesson.relative_position_share(w, -1),
             np.array([0.5]),
-            what="relative_position_share([[[0.2, 0.5, 0.3], [0.1, 0.6, 0.3]]], -1) (T = 2, S = 3)",
+            what=f"relative_position_share({w.tolist()}, -1) (T = 2, S = 3)",
             dims="H",
             dtype=np.float64,
             mistakes=share_mistakes(w, -1),
@@ -811,10 +852,14 @@ class TestRelativePositionShare:
     def test_ties_count_for_the_first_largest_weight(self, lesson):
         """ties count for the first largest weight, as np.argmax does"""
         # rows spread evenly over their keys: the first argmax is key 0, the last key S - 1
+        # Under an instructor's secret: the heads swapped, head 1's rows reordered.
+        v = variation("ties count for the first")
+        heads, rows = v.permutation(2), v.permutation(3)
         w = np.zeros((1, 2, 3, 3))
         for i in range(3):
             w[0, 0, i, : i + 1] = 1.0 / (i + 1)  # causal and even: first argmax 0
-        w[0, 1] = [[0.5, 0.5, 0.0], [0.4, 0.4, 0.2], [0.1, 0.45, 0.45]]
+        w[0, 1] = np.array([[0.5, 0.5, 0.0], [0.4, 0.4, 0.2], [0.1, 0.45, 0.45]])[rows]
+        w = w[:, heads]
         for offset in (0, -1):
             check_share(
                 lesson, w, offset, f"relative_position_share(rows with equal largest weights, {offset})"
@@ -876,8 +921,9 @@ class TestRelativePositionShare:
     )
     def test_relative_position_share_equals_the_loop(self, lesson, lead, n_h, n_t, n_s, offset, zero, seed):
         """relative_position_share equals a row-by-row loop for any shape"""
-        w = random_weights(rng(seed), (*lead, n_h, n_t, n_s), zero_rows=zero, sharp=2.0)
-        w = np.round(w, 1)  # rounding makes ties among the largest weights common
+        shape, name = (*lead, n_h, n_t, n_s), "relative_position_share for any shape"
+        # rounding makes ties among the largest weights common
+        w = property_weights(seed, shape, zero, sharp=2.0, decimals=1, name=name)
         check_share(lesson, w, offset, f"relative_position_share(weights {w.shape}, {offset})")
 
 
@@ -912,25 +958,39 @@ class TestClassifyHeads:
     def test_a_share_of_exactly_0_9_is_positional(self, lesson):
         """a share of exactly 0.9 is positional (>=, not >)"""
         # 9 of the 10 rows that have a previous token look one back; the tenth looks at itself
+        # Under an instructor's secret: another row looks at itself, the heads swapped.
+        v = variation("a share of exactly 0.9")
+        miss, heads = v.integers(1, 11, 10), v.permutation(2)
         w = np.zeros((1, 2, 11, 11))
         for i in range(11):
             w[0, 0, i, max(i - 1, 0)] = 1.0
             w[0, 1, i, : i + 1] = 1.0 / (i + 1)
-        w[0, 0, 10] = 0.0
-        w[0, 0, 10, 10] = 1.0
-        assert share_loop(w, -1)[0] == 0.9, "grader bug"
+        w[0, 0, miss] = 0.0
+        w[0, 0, miss, miss] = 1.0
+        w = w[:, heads]
+        head = int(np.argmax(heads == 0))
+        assert share_loop(w, -1)[head] == 0.9, "grader bug"
         check_classified(
-            lesson, w, "classify_heads(weights (1, 2, 11, 11)) whose head 0 looks one back in 9 of 10 rows"
+            lesson,
+            w,
+            f"classify_heads(weights (1, 2, 11, 11)) whose head {head} looks one back in 9 of 10 rows",
         )
 
     def test_a_confidence_of_exactly_0_5_is_content(self, lesson):
         """a confidence of exactly 0.5 is content (>=, not >)"""
-        w = np.zeros((1, 1, 4, 4))
+        base = np.zeros((1, 1, 4, 4))
         for i in range(4):
             at = (0, 3, 1, 2)[i]  # no fixed offset
-            w[0, 0, i, at] = 0.5
-            w[0, 0, i, (at + 1) % 4] = 0.25
-            w[0, 0, i, (at + 2) % 4] = 0.25
+            base[0, 0, i, at] = 0.5
+            base[0, 0, i, (at + 1) % 4] = 0.25
+            base[0, 0, i, (at + 2) % 4] = 0.25
+        # Under an instructor's secret: the rows and the keys reordered, until no offset reaches 0.9
+        # (and the weights are not the public ones: some reorderings give them back).
+        v = variation("a confidence of exactly 0.5")
+        while True:
+            w = base[..., v.permutation(4), :][..., v.permutation(4)]
+            if classify_loop(w) == ["content"] and (not v.secret or (w != base).any()):
+                break
         assert confidence_loop(w)[0] == 0.5, "grader bug"
         check_classified(lesson, w, "classify_heads(weights (1, 1, 4, 4)) of confidence 0.5")
 
@@ -942,13 +1002,18 @@ class TestClassifyHeads:
     def test_the_largest_share_wins_and_ties_go_to_the_first_offset(self, lesson):
         """the largest share wins, and ties go to the first offset"""
         # T = S = 2: offset -1 counts row 1 only, offset 1 row 0 only
+        # Under an instructor's secret: other weights, another exception, the heads swapped.
+        v = variation("the largest share wins")
+        low, high = v.pick([(0.2, 0.8), (0.25, 0.75), (0.125, 0.875), (0.375, 0.625)])
+        once, heads = v.integers(0, 10, 9), v.permutation(2)
         w = np.zeros((10, 2, 2, 2))
-        w[:, :, 0] = [0.2, 0.8]  # row 0 looks one ahead (offset 1) in every sequence and head
-        w[:, :, 1] = [0.8, 0.2]  # row 1 looks one back (offset -1) ...
-        w[9, 1, 1] = [0.2, 0.8]  # ... except once in head 1: its share at -1 is 0.9
+        w[:, :, 0] = [low, high]  # row 0 looks one ahead (offset 1) in every sequence and head
+        w[:, :, 1] = [high, low]  # row 1 looks one back (offset -1) ...
+        w[once, 1, 1] = [low, high]  # ... except once in head 1: its share at -1 is 0.9
+        w = w[:, heads]
         # head 0: shares -1 and 1 are both 1.0 -> the first in offsets, -1
         # head 1: share -1 is 0.9, share 1 is 1.0 -> the largest, 1
-        assert classify_loop(w) == ["positional -1", "positional 1"], "grader bug"
+        assert classify_loop(w) == [["positional -1", "positional 1"][h] for h in heads], "grader bug"
         check_classified(lesson, w, "classify_heads(weights (10, 2, 2, 2)) with two offsets above 0.9")
 
     def test_masked_rows_and_a_head_with_nothing_to_measure(self, lesson):
@@ -1077,9 +1142,14 @@ class TestTinyModelWeights:
         """the shipped tiny model gives the weights of tiny_model.forward"""
         from course import tiny_model
 
-        model = tiny_model.load()
         n_heads = tiny_model.config()["n_heads"]
-        tokens, _, _ = tiny_model.make_task(2, seed=5)
+        # Under an instructor's secret: copy-task sequences of another seed, each layer's heads
+        # reordered (tiny_model.forward gives the weights of the reordered model, heads moved too).
+        v = variation("the shipped tiny model")
+        seed = int(rng(34).integers(2**31)) if v.secret else 5
+        model = tiny_model.load()
+        model = heads_permuted(model, [v.permutation(n_heads) for _ in model["layers"]], n_heads)
+        tokens, _, _ = tiny_model.make_task(2, seed=seed)
         _, expected = tiny_model.forward(model, tokens, n_heads=n_heads)
         check_array(
             lesson.tiny_model_weights(model, tokens, n_heads),
@@ -1126,10 +1196,17 @@ class TestModelHeadRoles:
     def test_model_head_roles_gives_a_list_of_roles_per_layer(self, lesson):
         """model_head_roles gives a list of role strings per layer"""
         r = rng(40)
-        model = built_model(r)
-        tokens = r.integers(0, 5, size=(4, 7))
-        expected = roles_loop(model, tokens, 2)
-        assert expected[0] == ["positional -1", "diffuse"] and expected[1][0] == "content", "grader bug"
+        # Under an instructor's secret: each layer's two heads swapped.
+        v = variation("model built with roles")
+        orders = [v.permutation(2), v.permutation(2)]
+        model = heads_permuted(built_model(r), orders, 2)
+        content = int(np.argmax(orders[1] == 0))  # where layer 1's head 0 went
+        while True:  # tokens that repeat enough for layer 1's head 0 to look like content
+            tokens = r.integers(0, 5, size=(4, 7))
+            expected = roles_loop(model, tokens, 2)
+            if expected[1][content] == "content":
+                break
+        assert expected[0] == [["positional -1", "diffuse"][h] for h in orders[0]], "grader bug"
         check_model_roles(
             lesson,
             model,
@@ -1151,7 +1228,9 @@ class TestModelHeadRoles:
     def test_the_last_rows_only_as_a_kv_cache_decode_sees_them(self, lesson):
         """last=n: the last n query rows only, as a KV-cache decode sees them"""
         r = rng(42)
-        model = built_model(r)
+        # Under an instructor's secret: each layer's two heads swapped.
+        v = variation("model built with roles, last rows")
+        model = heads_permuted(built_model(r), [v.permutation(2), v.permutation(2)], 2)
         tokens = r.integers(0, 5, size=(6, 7))
         for last in (3, 1):
             check_model_roles(

@@ -36,6 +36,8 @@ from course.engine.testing import (
     failure,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 # attention sizes
@@ -46,8 +48,17 @@ V, L, T_SEQ, B_SEQ, N_LAYERS = 7, 8, 6, 5, 2
 IGNORE = -1
 
 
-def rng(seed=0):
-    return np.random.default_rng(seed)
+def each_row_reordered(table, v):
+    """``table`` (a list of rows) as an array, each row reordered by its own permutation drawn
+    from the variation ``v`` (unchanged in public)."""
+    return np.array([row[v.permutation(len(row))] for row in np.asarray(table, dtype=np.float64)])
+
+
+def shown(values):
+    """Numbers as a test's text quotes them: [[1, 0.5], [-2, 0]], each with :g."""
+    if np.ndim(values) == 0:
+        return f"{float(values):g}"
+    return "[" + ", ".join(shown(v) for v in values) + "]"
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -614,7 +625,8 @@ class TestMaskedMultiHeadAttention:
         r = rng(4)
         params = make_params(r)
         x = r.standard_normal((B, T, D))
-        head_mask = np.array([2.0, -0.5, 0.0, 1.5])
+        # Under an instructor's secret: the heads' factors reordered.
+        head_mask = np.array([2.0, -0.5, 0.0, 1.5])[variation("any real head_mask").permutation(H)]
         mask = causal(T)
         check_attention(
             lesson.masked_multi_head_attention(x, x, params, H, head_mask, mask),
@@ -624,8 +636,8 @@ class TestMaskedMultiHeadAttention:
             H,
             head_mask,
             mask,
-            what="masked_multi_head_attention(x (2, 5, 12), x, params, 4, head_mask=[2, -0.5, 0, "
-            "1.5], mask=causal (T, T))",
+            what=f"masked_multi_head_attention(x (2, 5, 12), x, params, 4, head_mask={shown(head_mask)}, "
+            "mask=causal (T, T))",
         )
 
     def test_a_padding_mask_b_1_s_and_cross_attention(self, lesson):
@@ -633,9 +645,12 @@ class TestMaskedMultiHeadAttention:
         r = rng(5)
         params = make_params(r)
         x_q, x_kv = r.standard_normal((B, T, D)), r.standard_normal((B, S, D))
-        lengths = np.array([S, 3])
+        # Under an instructor's secret: another short length, the sequences and the heads' factors
+        # reordered.
+        v = variation("padding mask and cross-attention")
+        lengths = np.array([S, v.integers(1, S, 3)])[v.permutation(B)]
         mask = (np.arange(S)[None, :] < lengths[:, None])[:, None, :]  # (B, 1, S)
-        head_mask = np.array([0.5, 1.0, 3.0, -1.0])
+        head_mask = np.array([0.5, 1.0, 3.0, -1.0])[v.permutation(H)]
         check_attention(
             lesson.masked_multi_head_attention(x_q, x_kv, params, H, head_mask, mask),
             x_q,
@@ -645,7 +660,7 @@ class TestMaskedMultiHeadAttention:
             head_mask,
             mask,
             what="masked_multi_head_attention(x_q (2, 5, 12), x_kv (2, 6, 12), params, 4, "
-            "head_mask=[0.5, 1, 3, -1], mask (B, 1, S) of lengths [6, 3])",
+            f"head_mask={shown(head_mask)}, mask (B, 1, S) of lengths {shown(lengths)})",
         )
 
     def test_without_biases(self, lesson):
@@ -653,7 +668,8 @@ class TestMaskedMultiHeadAttention:
         r = rng(6)
         params = make_params(r, bias=False)
         x = r.standard_normal((B, T, D))
-        head_mask = np.array([1.0, 0.0, 0.25, 1.0])
+        # Under an instructor's secret: the heads' factors reordered.
+        head_mask = np.array([1.0, 0.0, 0.25, 1.0])[variation("without biases").permutation(H)]
         check_attention(
             lesson.masked_multi_head_attention(x, x, params, H, head_mask),
             x,
@@ -662,7 +678,7 @@ class TestMaskedMultiHeadAttention:
             H,
             head_mask,
             None,
-            what="masked_multi_head_attention(x, x, params without biases, 4, head_mask=[1, 0, 0.25, 1])",
+            what=f"masked_multi_head_attention(x, x, params without biases, 4, head_mask={shown(head_mask)})",
         )
 
     def test_float32_stays_float32_and_the_inputs_are_left_unchanged(self, lesson):
@@ -670,7 +686,9 @@ class TestMaskedMultiHeadAttention:
         r = rng(7)
         params = make_params(r, dtype=np.float32)
         x = r.standard_normal((B, T, D)).astype(np.float32)
-        head_mask = np.array([1.0, 0.0, 2.0, 0.5])  # float64 mask: must not promote
+        # Under an instructor's secret: the heads' factors reordered.
+        order = variation("float32 stays float32").permutation(H)
+        head_mask = np.array([1.0, 0.0, 2.0, 0.5])[order]  # float64 mask: must not promote
         what = "masked_multi_head_attention(x float32, x, params float32, 4, head_mask float64)"
         result = lesson.masked_multi_head_attention(x, x, params, H, head_mask)
         check_not_modified(lesson, what)
@@ -786,14 +804,16 @@ class TestModelForward:
         r = rng(11)
         model = make_model(r)
         tokens, _ = make_batch(r)
-        head_masks = np.array([[1.0, 0.0, 2.0, 0.5], [0.0, 1.0, 1.0, -1.0]])
+        # Under an instructor's secret: each layer's factors reordered.
+        v = variation("head masks to their own layers")
+        head_masks = each_row_reordered([[1.0, 0.0, 2.0, 0.5], [0.0, 1.0, 1.0, -1.0]], v)
         check_forward(
             lesson,
             model,
             tokens,
             head_masks,
             H,
-            what="model_forward(model, tokens (5, 6), head_masks=[[1, 0, 2, 0.5], [0, 1, 1, -1]])",
+            what=f"model_forward(model, tokens (5, 6), head_masks={shown(head_masks)})",
         )
 
     def test_no_head_masks_means_all_ones(self, lesson):
@@ -824,7 +844,9 @@ class TestModelForward:
         r = rng(14)
         model = make_model(r, n_layers=3, n_heads=2)
         tokens, _ = make_batch(r)
-        head_masks = np.array([[1.0, 0.5], [0.0, 1.0], [2.0, 1.0]])
+        # Under an instructor's secret: each layer's two factors swapped.
+        v = variation("model_forward with 3 layers of 2 heads")
+        head_masks = each_row_reordered([[1.0, 0.5], [0.0, 1.0], [2.0, 1.0]], v)
         check_forward(
             lesson,
             model,
@@ -840,7 +862,10 @@ class TestModelForward:
         r = rng(15)
         model = make_model(r)
         tokens, _ = make_batch(r)
-        lesson.model_forward(model, tokens, np.array([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.5, 1.0]]))
+        # Under an instructor's secret: each layer's factors reordered.
+        v = variation("model_forward leaves its inputs")
+        head_masks = each_row_reordered([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.5, 1.0]], v)
+        lesson.model_forward(model, tokens, head_masks)
         check_not_modified(lesson, "model_forward(model, tokens, head_masks)")
 
     @given(
@@ -912,14 +937,20 @@ def check_losses(lesson, logits, targets, *, what, result=None):
 class TestSequenceLosses:
     def test_equal_logits_give_log_v_for_every_sequence(self, lesson):
         """equal logits give log V = log 7 for every sequence"""
-        logits = np.zeros((3, 4, V))
-        targets = np.array([[2, -1, -1, 0], [-1, -1, -1, 6], [1, 1, 1, 1]])
+        # Under an instructor's secret: every logit c instead of 0; the sequences, the positions
+        # and the token ids reordered.
+        v = variation("equal logits")
+        c, rows, positions, ids = v.shift(), v.permutation(3), v.permutation(4), v.permutation(V)
+        logits = np.zeros((3, 4, V)) + c
+        targets = np.array([[2, -1, -1, 0], [-1, -1, -1, 6], [1, 1, 1, 1]])[rows][:, positions]
+        targets = np.where(targets == IGNORE, IGNORE, ids[targets])
         check_array(
             lesson.sequence_losses(logits, targets),
             np.full(3, math.log(V)),
-            what="sequence_losses(zeros (B, T, V) = (3, 4, 7), targets) (uniform: log 7 = 1.9459)",
+            what=f"sequence_losses({'zeros' if c == 0 else f'full of {c:g}'} (B, T, V) = (3, 4, 7), "
+            "targets) (uniform: log 7 = 1.9459)",
             dims="B",
-            mistakes={SUMMED: np.array([2, 1, 4]) * math.log(V)},
+            mistakes={SUMMED: (targets != IGNORE).sum(axis=1) * math.log(V)},
         )
 
     @hand_checked
@@ -927,14 +958,21 @@ class TestSequenceLosses:
         """a small case by hand: losses -log(3/5) and -log(1/5)"""
         # sequence 0: position 0 predicts token 0 with logits [log 3, 0, 0]: p = 3/5, position 1
         # is not scored; sequence 1: both positions scored, p = 1/5 and 1/5
+        # Under an instructor's secret: every logit shifted by c; the sequences, the positions and
+        # the token ids reordered (token t is ids[t]).
+        v = variation("sequence_losses by hand")
+        c, rows, positions, ids = v.shift(), v.permutation(2), v.permutation(2), v.permutation(3)
         logits = np.log(np.array([[[3.0, 1, 1], [1, 1, 1]], [[3.0, 1, 1], [3.0, 1, 1]]]))
-        targets = np.array([[0, -1], [1, 2]])
-        expected = np.array([-math.log(3 / 5), -math.log(1 / 5)])
+        logits = logits[rows][:, positions][..., np.argsort(ids)] + c
+        targets = np.array([[0, -1], [1, 2]])[rows][:, positions]
+        targets = np.where(targets == IGNORE, IGNORE, ids[targets])
+        expected = np.array([-math.log(3 / 5), -math.log(1 / 5)])[rows]
+        once = int(np.argmax(rows == 0))  # where sequence 0 went
         check_array(
             lesson.sequence_losses(logits, targets),
             expected,
-            what="sequence_losses on the hand-checked case: sequence 0 scores p = 3/5 once, "
-            "sequence 1 scores p = 1/5 twice",
+            what=f"sequence_losses on the hand-checked case: sequence {once} scores p = 3/5 once, "
+            f"sequence {1 - once} scores p = 1/5 twice",
             dims="B",
             mistakes=losses_mistakes(logits, targets),
         )
@@ -971,18 +1009,23 @@ class TestSequenceLosses:
         # Sequence 0 scores token 0 while token 1 leads by 1000: -log softmax = 1000 +
         # log(1 + 2 e^-1000) = 1000 in float64, where the probability itself, e^-1000, is 0 and
         # its log -inf. Sequence 1's target leads: -log softmax = log(1 + 2 e^-5) = 0.013386.
-        logits = np.array([[[0.0, 1000.0, 0.0]], [[5.0, 0.0, 0.0]]])
-        targets = np.array([[0], [0]])
-        what = "sequence_losses(logits [[[0, 1000, 0]], [[5, 0, 0]]], targets [[0], [0]])"
+        # Under an instructor's secret: every logit shifted by c; the sequences and the token ids
+        # reordered (token t is ids[t]).
+        v = variation("a target far below the top logit")
+        c, rows, ids = v.shift(), v.permutation(2), v.permutation(3)
+        logits = np.array([[[0.0, 1000.0, 0.0]], [[5.0, 0.0, 0.0]]])[rows][..., np.argsort(ids)] + c
+        targets = ids[np.array([[0], [0]])][rows]
+        expected = np.array([1000.0, math.log1p(2 * math.exp(-5))])[rows]
+        far = int(np.argmax(rows == 0))  # where the sequence whose target is 1000 below went
+        what = f"sequence_losses(logits {shown(logits)}, targets {shown(targets)})"
         result = lesson.sequence_losses(logits, targets)
         if isinstance(result, np.ndarray) and result.shape == (2,) and result.dtype.kind == "f":
-            if np.isinf(result[0]) and np.isfinite(result[1]):  # seen: -log of a probability of 0
-                raise KnownMistake(
-                    f"{what} returned {result.tolist()}; expected [1000, 0.013386].", LOG_OF_SOFTMAX
-                )
+            if np.isinf(result[far]) and np.isfinite(result[1 - far]):  # seen: -log of a probability of 0
+                listed = ", ".join(f"{e:.5g}" for e in expected)
+                raise KnownMistake(f"{what} returned {result.tolist()}; expected [{listed}].", LOG_OF_SOFTMAX)
         check_array(
             result,
-            np.array([1000.0, math.log1p(2 * math.exp(-5))]),
+            expected,
             what=what,
             dims="B",
             mistakes=losses_mistakes(logits, targets),
@@ -1119,11 +1162,17 @@ class TestAblationImportance:
         """a head whose W_O rows are zero costs nothing"""
         r = rng(31)
         model = make_model(r, sharp=2.0)
-        w_o = model["layers"][1]["w_o"].copy()
-        w_o[2 * K : 3 * K] = 0.0  # layer 1, head 2 writes nothing
-        model = with_w_o(model, 1, w_o)
+        # Under an instructor's secret: another layer's or head's rows of W_O are zero.
+        v = variation("a head that writes nothing")
+        layer, head = v.integers(0, N_LAYERS, 1), v.integers(0, H, 2)
+        w_o = model["layers"][layer]["w_o"].copy()
+        w_o[head * K : (head + 1) * K] = 0.0  # this layer's head writes nothing
+        model = with_w_o(model, layer, w_o)
         tokens, targets = make_batch(r, n=8)
-        what = "ablation_importance(model whose layer-1 head 2 has zero rows 6:9 of W_O, tokens, targets)"
+        what = (
+            f"ablation_importance(model whose layer-{layer} head {head} has zero rows "
+            f"{head * K}:{(head + 1) * K} of W_O, tokens, targets)"
+        )
         loss_change, accuracy_change = check_tuple(
             lesson.ablation_importance(model, tokens, targets), what, ("loss_change", "accuracy_change")
         )
@@ -1131,12 +1180,12 @@ class TestAblationImportance:
             if (
                 isinstance(actual, np.ndarray)
                 and actual.shape == (N_LAYERS, H)
-                and abs(float(actual[1, 2])) > 1e-9
+                and abs(float(actual[layer, head])) > 1e-9
             ):
                 raise AssertionError(
-                    f"{name}[1, 2] of {what} is {float(actual[1, 2]):.4g}; removing a head that "
-                    "writes nothing (its W_O rows are zero) must change nothing. Is the row of "
-                    "layer 1, head 2 the right one, and is the change (removed) minus (full)?"
+                    f"{name}[{layer}, {head}] of {what} is {float(actual[layer, head]):.4g}; removing a "
+                    "head that writes nothing (its W_O rows are zero) must change nothing. Is the row "
+                    f"of layer {layer}, head {head} the right one, and is the change (removed) minus (full)?"
                 )
         check_ablation(lesson, model, tokens, targets, H, what=what)
 
@@ -1190,27 +1239,52 @@ def importance_mistakes(derivatives, one_sided, eps_used=None):
     return mistakes
 
 
-def importance_setup(seed=IMPORTANCE_SEED):
-    r = rng(seed)
-    model = make_model(r)
-    tokens, targets = make_batch(r)
-    return model, tokens, targets
+def difference_errors(model, tokens, targets):
+    """(the true derivatives, the largest error of a central difference at the default eps, the
+    smaller largest error of the two one-sided ones), on the importances."""
+    true = derivatives_loop(model, tokens, targets, 1e-6)
+    expected = importance_from(true)
+    central = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
+    one_sided = [
+        derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind=k) for k in ("forward", "backward")
+    ]
+    central_error = np.abs(importance_from(central) - expected).max()
+    one_sided_error = min(np.abs(importance_from(d) - expected).max() for d in one_sided)
+    return true, central_error, one_sided_error
+
+
+def separates(model, tokens, targets):
+    """The default-eps check's premise: on this model a central difference at eps = 1e-3 is far
+    inside the tolerance and a one-sided one far outside it."""
+    _, central_error, one_sided_error = difference_errors(model, tokens, targets)
+    return central_error < TOLERANCE / 10 and one_sided_error > TOLERANCE * 10
+
+
+def importance_setup(seed=IMPORTANCE_SEED, separating=True):
+    """A model, tokens and targets for head_importance; separating: the first of the seed's draws
+    whose curvature separates central from one-sided differences (the public seed's first does;
+    under an instructor's secret about one draw in four does)."""
+    for attempt in range(200):
+        r = rng(seed if attempt == 0 else (seed, attempt))
+        model = make_model(r)
+        tokens, targets = make_batch(r)
+        if not separating or separates(model, tokens, targets):
+            return model, tokens, targets
+    raise AssertionError("grader bug: no model in 200 draws separates central from one-sided differences")
 
 
 @exercise("head_importance")
 class TestHeadImportance:
     def test_default_eps_gives_the_true_derivative_within_the_tolerance(self, lesson):
         """the default eps = 1e-3 gives the true derivative within 3.4e-6"""
+        # Under an instructor's secret: the model drawn until its curvature separates the two.
         model, tokens, targets = importance_setup()
-        true = derivatives_loop(model, tokens, targets, 1e-6)
-        central = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
         forward_d = derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind="forward")
         backward_d = derivatives_loop(model, tokens, targets, DEFAULT_EPS, kind="backward")
-        expected = importance_from(true)
         # the test's own premise: on this model a central difference at eps = 1e-3 is far
         # inside the tolerance and a one-sided one far outside it
-        central_error = np.abs(importance_from(central) - expected).max()
-        one_sided_error = min(np.abs(importance_from(d) - expected).max() for d in (forward_d, backward_d))
+        true, central_error, one_sided_error = difference_errors(model, tokens, targets)
+        expected = importance_from(true)
         assert central_error < TOLERANCE / 10 and one_sided_error > TOLERANCE * 10, (
             f"grader bug: central error {central_error:.2g}, one-sided {one_sided_error:.2g}, "
             f"tolerance {TOLERANCE:g}"
@@ -1228,7 +1302,7 @@ class TestHeadImportance:
 
     def test_each_layers_importances_have_l2_norm_1(self, lesson):
         """each layer's importances have l2 norm 1"""
-        model, tokens, targets = importance_setup(IMPORTANCE_SEED + 1)
+        model, tokens, targets = importance_setup(IMPORTANCE_SEED + 1, separating=False)
         what = "head_importance(model, tokens, targets)"
         result = lesson.head_importance(model, tokens, targets)
         if isinstance(result, np.ndarray) and result.shape == (N_LAYERS, H):
@@ -1283,14 +1357,17 @@ class TestHeadImportance:
     def test_a_layer_that_writes_nothing_gets_zeros_not_nan(self, lesson):
         """a layer that writes nothing (W_O = 0) gets zeros, not NaN"""
         model, tokens, targets = importance_setup()
-        model = with_w_o(model, 0, np.zeros_like(model["layers"][0]["w_o"]))  # layer 0's heads write nothing
+        # Under an instructor's secret: the other layer writes nothing.
+        layer = variation("a layer that writes nothing").integers(0, N_LAYERS, 0)
+        silent = np.zeros_like(model["layers"][layer]["w_o"])
+        model = with_w_o(model, layer, silent)  # the layer's heads write nothing
         derivatives = derivatives_loop(model, tokens, targets, DEFAULT_EPS)
         expected = importance_from(derivatives)
-        assert np.all(expected[0] == 0.0)
+        assert np.all(expected[layer] == 0.0)
         check_array(
             lesson.head_importance(model, tokens, targets),
             expected,
-            what="head_importance(model whose layer 0 has W_O = 0, tokens, targets): layer 0's "
+            what=f"head_importance(model whose layer {layer} has W_O = 0, tokens, targets): layer {layer}'s "
             "derivatives are all 0, and 0 / 0 must give 0, not NaN",
             dims="n_layers H",
             rtol=0.0,
@@ -1404,15 +1481,20 @@ class TestPruningCurve:
         r = rng(50)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=8)
-        importance = np.array([[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.05, 0.6]])
+        # Under an instructor's secret: the scores scaled by s and moved to other heads.
+        v = variation("least important first")
+        s, heads = v.scale(), v.permutation(N_LAYERS * H)
+        importance = (
+            np.array([[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.05, 0.6]]).ravel()[heads].reshape(N_LAYERS, H) * s
+        )
         check_pruning(
             lesson,
             model,
             tokens,
             targets,
             importance,
-            what="pruning_curve(model (2 layers of 4 heads), tokens, targets, importance="
-            "[[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.05, 0.6]])",
+            what="pruning_curve(model (2 layers of 4 heads), tokens, targets, "
+            f"importance={shown(importance)})",
         )
 
     def test_equal_scores_go_lower_layer_then_lower_head_first(self, lesson):
@@ -1420,14 +1502,18 @@ class TestPruningCurve:
         r = rng(51)
         model = make_model(r, sharp=2.0)
         tokens, targets = make_batch(r, n=6)
-        importance = np.array([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]])
+        # Under an instructor's secret: the scores scaled by s and shifted by c, each layer's
+        # reordered.
+        v = variation("equal scores")
+        s, c = v.scale(), v.shift()
+        importance = each_row_reordered([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]], v) * s + c
         check_pruning(
             lesson,
             model,
             tokens,
             targets,
             importance,
-            what="pruning_curve(model, tokens, targets, importance=[[1, 0, 1, 0], [0, 1, 0, 1]])",
+            what=f"pruning_curve(model, tokens, targets, importance={shown(importance)})",
         )
 
     def test_many_ties_need_a_stable_sort(self, lesson):
@@ -1436,6 +1522,9 @@ class TestPruningCurve:
         model = make_model(r, n_layers=3, n_heads=6, d=12)
         tokens, targets = make_batch(r, n=4, n_t=4)
         importance = (np.arange(18).reshape(3, 6) * 7 % 3).astype(np.float64)  # 0, 1, 2 repeating
+        # Under an instructor's secret: the scores scaled by s, shifted by c and moved to other heads.
+        v = variation("many ties")
+        importance = importance.ravel()[v.permutation(18)].reshape(3, 6) * v.scale() + v.shift()
         check_pruning(
             lesson,
             model,

@@ -14,6 +14,12 @@ K=3, 2 layers, B=3 sequences of T=6 tokens), never the shipped tiny model: its f
 loop over sequences, heads and positions, and the accuracy and loss are counted position by
 position.
 
+Under an instructor's secret the random layers, models, tokens and targets come from other
+streams (``rng``), the seeds handed to random_head_kv_heads, convert_model and conversion_table
+are other ones (drawn so that their picks are not all first heads), and the hand-written cases
+(picks, refused sizes, the hand-checked layers) use other numbers, transformed so that the answer
+stays exact.
+
 "Copies, not views" cannot be seen from the arrays that come back: they travel to the grader as
 bytes, so whether they shared memory with the input in the learner's process is lost. What the
 grader CAN see is an update written into the result in the same worker call: the lesson's given
@@ -40,6 +46,8 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 D, H, K = 5, 6, 4  # a layer: model width, heads, head width (H*K = 24 columns)
@@ -47,10 +55,6 @@ G, R = 3, 2  # the main conversion: 3 key/value heads, groups of 2
 M_V, M_L, M_D, M_H, M_K, M_LAYERS = 7, 8, 12, 4, 3, 2  # the small model
 M_B, M_T = 3, 6  # its batch of sequences
 IGNORE = -1
-
-
-def rng(seed=0):
-    return np.random.default_rng(seed)
 
 
 # ---------------------------------------------------------------- data
@@ -153,6 +157,35 @@ def select_loop(params, n_heads, n_kv_heads, picks, absolute=False):
 
 def rng_picks(n_heads, n_kv_heads, seed):
     return np.random.default_rng(seed).integers(0, n_heads // n_kv_heads, size=n_kv_heads)
+
+
+def varied_seed(name, public, fits=lambda seed: True):
+    """The seed handed to learner code: ``public`` without a secret; under one, another seed in
+    0 .. 999 drawn until ``fits(seed)`` (the public seeds all fit)."""
+    v = variation(name)
+    if not v.secret:
+        return public
+    while not fits(seed := v.integers(0, 1000, public)):
+        pass
+    return seed
+
+
+def varied_picks(name, public, n_heads, n_kv_heads):
+    """The picks handed to learner code: ``public`` without a secret; under one, other picks
+    that keep some head other than the first of its group."""
+    r = n_heads // n_kv_heads
+    others = [p for p in itertools.product(range(r), repeat=n_kv_heads) if any(p) and list(p) != public]
+    return np.array(variation(name).pick([tuple(public), *others]))
+
+
+def heads_kept(picks, n_heads, n_kv_heads):
+    return ", ".join(str(g * (n_heads // n_kv_heads) + int(p)) for g, p in enumerate(picks))
+
+
+def some_head_not_first(n_heads, n_kv_heads):
+    """Whether a seed's picks keep some head other than the first of its group (so keeping the
+    first heads cannot pass for the seed's heads)."""
+    return lambda seed: bool(rng_picks(n_heads, n_kv_heads, seed).any())
 
 
 @remembered
@@ -453,25 +486,32 @@ def check_raises_value_error(call, what, numbers, example, why=""):
 def refusals(lesson, name, more=lambda n_kv_heads: ()):
     """The size checks every conversion shares: G < 1, G not dividing H, a w_k not H*K wide.
     ``more(G)``: the arguments after n_kv_heads (picks of the right length, a seed)."""
+    # Under an instructor's secret: other params, other G that do not divide H, another G < 0
+    # and another G for the (D, G*K) key weights.
+    v = variation("sizes refused")
+    not_dividing_6, not_dividing_8, negative = v.pick((4, 5)), v.pick((3, 5, 6, 7)), v.pick((-2, -1, -3))
+    n_gqa = v.pick((G, 2, 1))
     r = rng(90)
     params = mha_params(r)
     call = getattr(lesson, name)
+    g = not_dividing_6
     check_raises_value_error(
-        lambda: call(params, H, 4, *more(4)),
-        f"{name}(params, n_heads=6, n_kv_heads=4)",
-        (6, 4),
-        "n_heads=6 is not divisible by n_kv_heads=4",
-        "G = 4 does not divide H = 6: the heads cannot be cut into groups of equal size",
+        lambda: call(params, H, g, *more(g)),
+        f"{name}(params, n_heads=6, n_kv_heads={g})",
+        (6, g),
+        f"n_heads=6 is not divisible by n_kv_heads={g}",
+        f"G = {g} does not divide H = 6: the heads cannot be cut into groups of equal size",
     )
     params8 = mha_params(r, n_heads=8, k=3)
+    g = not_dividing_8
     check_raises_value_error(
-        lambda: call(params8, 8, 3, *more(3)),
-        f"{name}(params of 8 heads, n_heads=8, n_kv_heads=3)",
-        (8, 3),
-        "n_heads=8 is not divisible by n_kv_heads=3",
-        "G = 3 does not divide H = 8: the heads cannot be cut into groups of equal size",
+        lambda: call(params8, 8, g, *more(g)),
+        f"{name}(params of 8 heads, n_heads=8, n_kv_heads={g})",
+        (8, g),
+        f"n_heads=8 is not divisible by n_kv_heads={g}",
+        f"G = {g} does not divide H = 8: the heads cannot be cut into groups of equal size",
     )
-    for bad in (0, -2):
+    for bad in (0, negative):
         check_raises_value_error(
             lambda bad=bad: call(params, H, bad, *more(bad)),
             f"{name}(params, n_heads=6, n_kv_heads={bad})",
@@ -479,12 +519,13 @@ def refusals(lesson, name, more=lambda n_kv_heads: ()):
             f"n_kv_heads={bad} must be at least 1",
             "a layer needs at least one key/value head",
         )
-    gqa = dict(params, w_k=params["w_k"][:, : G * K], b_k=params["b_k"][: G * K])
+    g = n_gqa
+    gqa = dict(params, w_k=params["w_k"][:, : g * K], b_k=params["b_k"][: g * K])
     check_raises_value_error(
-        lambda: call(gqa, H, G, *more(G)),
-        f"{name}(params whose w_k is already (D, G*K) = (5, 12), n_heads=6, n_kv_heads=3)",
-        (12, 24),
-        "w_k has 12 columns; an MHA layer with n_heads=6 heads of width K=4 has H*K=24",
+        lambda: call(gqa, H, g, *more(g)),
+        f"{name}(params whose w_k is already (D, G*K) = (5, {g * K}), n_heads=6, n_kv_heads={g})",
+        (g * K, 24),
+        f"w_k has {g * K} columns; an MHA layer with n_heads=6 heads of width K=4 has H*K=24",
         "w_k is not an MHA layer's H*K = 24 columns wide",
     )
 
@@ -539,27 +580,29 @@ class TestMeanPool:
     def test_two_heads_pooled_into_one_by_hand(self, lesson):
         """two heads pooled into one by hand: the mean of their columns"""
         # H = 2 heads of width K = 1, G = 1: the key head is the mean of the two columns
+        # Under an instructor's secret: the key/value numbers scaled by s and shifted by c > 0
+        # (the mean goes to mean * s + c, the sum to sum * s + 2c), the two heads swapped.
+        v = variation("two heads pooled by hand")
+        s, c, order = v.scale(), v.shift(values=(1, 2, 3)), v.permutation(2)
+
+        def kv(row):
+            return np.array(row) * s + c
+
         params = {
-            "w_q": np.array([[1.0, 2.0]]),
-            "w_k": np.array([[2.0, 6.0]]),
-            "w_v": np.array([[-1.0, 3.0]]),
-            "w_o": np.array([[1.0], [1.0]]),
-            "b_k": np.array([1.0, 0.0]),
+            "w_q": np.array([[1.0, 2.0]])[:, order],
+            "w_k": kv([[2.0, 6.0]])[:, order],
+            "w_v": kv([[-1.0, 3.0]])[:, order],
+            "w_o": np.array([[1.0], [1.0]])[order],
+            "b_k": kv([1.0, 0.0])[order],
         }
         result = lesson.mean_pool_kv_heads(params, 2, 1)
-        what = "mean_pool_kv_heads of w_k [[2, 6]], w_v [[-1, 3]], b_k [1, 0] (H=2, K=1) to G=1"
-        expected = dict(params, w_k=np.array([[4.0]]), w_v=np.array([[1.0]]), b_k=np.array([0.5]))
-        check_layer(
-            result,
-            expected,
-            params,
-            2,
-            1,
-            what,
-            extra={
-                SUM_NOT_MEAN: dict(params, w_k=np.array([[8.0]]), w_v=np.array([[2.0]]), b_k=np.array([1.0]))
-            },
+        what = (
+            f"mean_pool_kv_heads of w_k {params['w_k'].tolist()}, w_v {params['w_v'].tolist()}, "
+            f"b_k {params['b_k'].tolist()} (H=2, K=1) to G=1"
         )
+        expected = dict(params, w_k=kv([[4.0]]), w_v=kv([[1.0]]), b_k=kv([0.5]))
+        summed = dict(params, w_k=kv([[8.0]]) + c, w_v=kv([[2.0]]) + c, b_k=kv([1.0]) + c)
+        check_layer(result, expected, params, 2, 1, what, extra={SUM_NOT_MEAN: summed})
 
     def test_an_entry_that_is_none_is_kept_as_none(self, lesson):
         """an entry that is None (b_q, b_k) is kept as None"""
@@ -571,9 +614,14 @@ class TestMeanPool:
     def test_consecutive_heads_are_pooled_not_heads_g_g_plus_g(self, lesson):
         """consecutive heads are pooled, not heads g, g + G, ... (h % G)"""
         # head h's key columns are all h: the pooled head g must hold the mean of its group
+        # Under an instructor's secret: head h filled with s*h + c instead.
+        v = variation("key head h filled with h")
+        s, c = v.scale(), v.shift()
         params = mha_params(rng(2))
-        params["w_k"] = np.repeat(np.arange(H, dtype=np.float64), K)[None, :].repeat(D, axis=0)
+        numbers = np.arange(H, dtype=np.float64) * s + c
+        params["w_k"] = np.repeat(numbers, K)[None, :].repeat(D, axis=0)
         expected = convert_loop(params, H, G)  # kv heads 0.5, 2.5, 4.5 (modulo: 1.5, 2.5, 3.5)
+        number = "the number h" if not v.secret else f"{s:g}*h {'-' if c < 0 else '+'} {abs(c):g}"
         result = lesson.mean_pool_kv_heads(params, H, G)
         check_layer(
             result,
@@ -581,7 +629,7 @@ class TestMeanPool:
             params,
             H,
             G,
-            "mean_pool_kv_heads(params with key head h filled with the number h, n_heads=6, n_kv_heads=3)",
+            f"mean_pool_kv_heads(params with key head h filled with {number}, n_heads=6, n_kv_heads=3)",
         )
 
     def test_groups_of_three(self, lesson):
@@ -679,8 +727,9 @@ class TestMeanPool:
 class TestSelect:
     def test_one_head_of_each_group_is_kept(self, lesson):
         """one head of each group is kept: picks=[1, 0, 1] keeps heads 1, 2, 5"""
+        # Under an instructor's secret: other picks (never all first heads).
         params = mha_params(rng(20))
-        picks = np.array([1, 0, 1])
+        picks = varied_picks("picks of groups of two", [1, 0, 1], H, G)
         result = lesson.select_kv_heads(params, H, G, picks)
         check_layer(
             result,
@@ -688,14 +737,15 @@ class TestSelect:
             params,
             H,
             G,
-            "select_kv_heads(params, 6, 3, picks=[1, 0, 1]) (heads 1, 2, 5)",
+            f"select_kv_heads(params, 6, 3, picks={picks.tolist()}) (heads {heads_kept(picks, H, G)})",
             extra={PICKS_ABSOLUTE: lambda: select_loop(params, H, G, picks, absolute=True)},
         )
 
     def test_groups_of_three_and_no_biases(self, lesson):
         """groups of three and no biases: picks=[2, 1] keeps heads 2, 4"""
+        # Under an instructor's secret: other picks (never all first heads).
         params = mha_params(rng(21), bias=False)
-        picks = np.array([2, 1])
+        picks = varied_picks("picks of groups of three", [2, 1], H, 2)
         result = lesson.select_kv_heads(params, H, 2, picks)
         check_layer(
             result,
@@ -703,23 +753,33 @@ class TestSelect:
             params,
             H,
             2,
-            "select_kv_heads(params without biases, 6, 2, picks=[2, 1]) (heads 2, 4)",
+            f"select_kv_heads(params without biases, 6, 2, picks={picks.tolist()}) "
+            f"(heads {heads_kept(picks, H, 2)})",
             extra={PICKS_ABSOLUTE: lambda: select_loop(params, H, 2, picks, absolute=True)},
         )
 
     def test_params_are_left_unchanged(self, lesson):
         """params are left unchanged"""
+        # Under an instructor's secret: other params and picks.
         params = mha_params(rng(22))
-        lesson.select_kv_heads(params, H, G, np.array([0, 1, 0]))
-        check_not_modified(lesson, "select_kv_heads(params, 6, 3, [0, 1, 0])")
+        picks = varied_picks("picks of an unchanged params", [0, 1, 0], H, G)
+        lesson.select_kv_heads(params, H, G, picks)
+        check_not_modified(lesson, f"select_kv_heads(params, 6, 3, {picks.tolist()})")
 
     def test_sizes_and_picks_that_do_not_fit_are_refused(self, lesson):
         """sizes, and picks not G integers in 0 .. r-1, raise ValueError"""
+        # Under an instructor's secret: other params, the wrong pick elsewhere and other numbers.
+        v = variation("picks refused")
+        where, too_big, negative = v.integers(0, 3, 1), v.pick((2, 4, 5)), v.pick((-1, -2, -3))
+        too_few = v.pick(([0, 1], [1, 0], [1, 1]))
         params = mha_params(rng(23))
         refusals(
             lesson, "select_kv_heads", lambda n_kv_heads: (np.zeros(max(n_kv_heads, 0), dtype=np.int64),)
         )
-        for picks, numbers in (([0, 2, 0], (2,)), ([0, 1], (3,)), ([0, -1, 0], (-1,))):
+        for bad in (too_big, None, negative):
+            picks, numbers = ([0] * G, (bad,)) if bad is not None else (too_few, (3,))
+            if bad is not None:
+                picks[where] = bad
             check_raises_value_error(
                 lambda picks=picks: lesson.select_kv_heads(params, H, G, np.array(picks)),
                 f"select_kv_heads(params, 6, 3, picks={picks}) (3 picks in 0 .. 1 expected)",
@@ -799,28 +859,34 @@ class TestRandomHead:
 
     def test_the_heads_np_random_default_rng_seed_picks_are_kept(self, lesson):
         """the heads np.random.default_rng(seed).integers picks are kept"""
+        # Under an instructor's secret: other params and seeds (whose picks are not all first heads).
         params = mha_params(rng(40))
         for seed in (0, 1, 7):
-            self.check(lesson, params, G, seed)
+            self.check(
+                lesson, params, G, varied_seed(f"random heads seed {seed}", seed, some_head_not_first(H, G))
+            )
 
     def test_groups_of_three_and_of_six(self, lesson):
         """groups of three (G = 2) and of six (G = 1)"""
+        # Under an instructor's secret: other params and seeds (whose picks are not all first heads).
         params = mha_params(rng(41))
-        self.check(lesson, params, 2, 3)
-        self.check(lesson, params, 1, 4)
+        self.check(lesson, params, 2, varied_seed("random heads G=2", 3, some_head_not_first(H, 2)))
+        self.check(lesson, params, 1, varied_seed("random heads G=1", 4, some_head_not_first(H, 1)))
 
     def test_the_same_seed_keeps_the_same_heads(self, lesson):
         """the same seed keeps the same heads"""
+        # Under an instructor's secret: other params and seed.
         params = mha_params(rng(42))
-        first = lesson.random_head_kv_heads(params, H, G, 5)
-        second = lesson.random_head_kv_heads(params, H, G, 5)
+        seed = varied_seed("the same seed twice", 5)
+        first = lesson.random_head_kv_heads(params, H, G, seed)
+        second = lesson.random_head_kv_heads(params, H, G, seed)
         if not (isinstance(first, dict) and isinstance(second, dict)):
-            raise AssertionError("random_head_kv_heads(params, 6, 3, 5) did not return a dict.")
+            raise AssertionError(f"random_head_kv_heads(params, 6, 3, {seed}) did not return a dict.")
         for name in ("w_k", "w_v"):
             check_array(
                 np.asarray(second.get(name)),
                 np.asarray(first.get(name)),
-                what=f"a second random_head_kv_heads(params, 6, 3, seed=5)[{name!r}] "
+                what=f"a second random_head_kv_heads(params, 6, 3, seed={seed})[{name!r}] "
                 "(the same seed must keep the same heads)",
                 dims="D GK",
             )
@@ -886,8 +952,18 @@ class TestConvertModel:
 
     def test_random_uses_seed_plus_the_layer_index(self, lesson):
         """'random' uses seed + i for layer i"""
+        # Under an instructor's secret: another model and seeds (layers 0 and 1 keep different
+        # heads, not all first ones).
         model = mha_model(rng(52))
-        for seed in (0, 3):
+
+        def fits(seed):
+            picks = [rng_picks(M_H, 1, seed + i) for i in range(M_LAYERS)]
+            return bool((picks[0] != picks[1]).any()) and any(p.any() for p in picks)
+
+        for seed in (
+            varied_seed("convert_model seed 0", 0, fits),
+            varied_seed("convert_model seed 3", 3, fits),
+        ):
             result = lesson.convert_model(model, M_H, 1, "random", seed)
             check_model(
                 result,
@@ -1019,17 +1095,19 @@ def table_loop(model, tokens, targets, n_heads, counts, methods, seed=0):
 @exercise("conversion_table")
 class TestConversionTable:
     def table(self, lesson, seed, methods, counts):
+        # Under an instructor's secret: another model, tokens and targets, and another seed.
         r = rng(seed)
         model = mha_model(r)
         tokens, targets = task(r)
-        result = lesson.conversion_table(model, tokens, targets, M_H, counts, methods, 0)
-        what = f"conversion_table(model, tokens (3, 6), targets, 4, {counts}, {methods}, 0)"
+        seed_arg = varied_seed(f"conversion_table seed {seed}", 0)
+        result = lesson.conversion_table(model, tokens, targets, M_H, counts, methods, seed_arg)
+        what = f"conversion_table(model, tokens (3, 6), targets, 4, {counts}, {methods}, {seed_arg})"
         if not isinstance(result, dict):
             raise AssertionError(f"{what} returned {type(result).__name__}; expected a dict of four arrays.")
         missing = [n for n in ("relative_error", "loss", "accuracy", "cache_bytes") if n not in result]
         if missing:
             raise AssertionError(f"{what} has no {', '.join(map(repr, missing))}.")
-        expected, reference, logits_of = table_loop(model, tokens, targets, M_H, counts, methods)
+        expected, reference, logits_of = table_loop(model, tokens, targets, M_H, counts, methods, seed_arg)
         return result, expected, reference, logits_of, what
 
     def test_errors_losses_and_accuracies_of_each_method_and_g(self, lesson):

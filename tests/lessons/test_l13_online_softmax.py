@@ -34,6 +34,8 @@ from course.engine.testing import (
     exercise,
     hand_checked,
     remembered,
+    rng,
+    variation,
 )
 
 B, H, T, S, K, KV = 2, 3, 5, 11, 4, 6
@@ -41,8 +43,11 @@ BLOCKS = (1, 3, 4, 11, 64)  # 11 keys: 11 x 1, 3+3+3+2, 4+4+3, one full block, o
 MIB = 1024**2
 
 
-def rng(seed=0):
-    return np.random.default_rng(seed)
+def listed(a):
+    """a as nested lists, whole numbers without ".0" (for what= texts)."""
+    if np.ndim(a) == 0:
+        return f"{float(a):g}"
+    return "[" + ", ".join(listed(row) for row in a) + "]"
 
 
 # ---------------------------------------------------------------- oracles (slow and obvious)
@@ -312,15 +317,18 @@ class TestOnlineSoftmax:
         """small case by hand: [0, 1, 2, 3, 4, 5] in blocks of two"""
         # x = [0, 1, 2, 3, 4, 5] in blocks [0, 1], [2, 3], [4, 5]: the maximum grows in every block.
         # softmax = exp(x - 5) / sum_j exp(x_j - 5) = [0.0043, 0.0116, 0.0315, 0.0858, 0.2331, 0.6337]
-        x = np.arange(6.0).reshape(1, 6)
-        e = [math.exp(i - 5) for i in range(6)]
+        # Under an instructor's secret: x scaled by s and shifted by c (the shift changes no weight).
+        v = variation("online_softmax by hand")
+        s, c = v.scale(), v.shift()
+        x = np.arange(6.0).reshape(1, 6) * s + c
+        e = [math.exp(s * (i - 5)) for i in range(6)]
         expected = np.array([[value / sum(e) for value in e]])
         # without the rescaling, l = e^-1 + e^0 (against max 1), then + e^-1 + e^0 against max 3,
         # then + e^-1 + e^0 against max 5: a sum of 3 (e^-1 + 1) = 4.1036 instead of 1.5781
         check_array(
             lesson.online_softmax(x, 2),
             expected,
-            what="online_softmax([[0, 1, 2, 3, 4, 5]], block_size=2)",
+            what=f"online_softmax({listed(x)}, block_size=2)",
             dims="T S",
             rtol=1e-9,
             atol=1e-12,
@@ -347,7 +355,11 @@ class TestOnlineSoftmax:
 
     def test_large_scores_do_not_overflow(self, lesson):
         """large scores (near +-1000) do not overflow"""
+        # Under an instructor's secret: x shifted by c, its columns reordered.
+        v = variation("scores near 1000")
+        c, order = v.shift(), v.permutation(5)
         x = np.array([[1000.0, 1001.0, 999.0, 1002.0, 998.0], [-1000.0, -1001.0, -999.0, -1002.0, -998.0]])
+        x = x[:, order] + c
         check_softmax(lesson.online_softmax(x, 2), x, 2, what="online_softmax(x with values near +-1000, 2)")
 
     @hand_checked
@@ -357,10 +369,11 @@ class TestOnlineSoftmax:
         # against it, exp(0 - 1000) = 0, so the weights are [1, 0, 0, 0]. A running maximum
         # replaced by each block's own (0 in the second block) rescales the sum by exp(1000):
         # inf, and NaN after it. Row 1 grows only at its end, where either way is right.
-        x = np.array([[1000.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1000.0]])
-        check_softmax(
-            lesson.online_softmax(x, 2), x, 2, what="online_softmax([[1000, 0, 0, 0], [0, 0, 0, 1000]], 2)"
-        )
+        # Under an instructor's secret: x shifted by c, its two rows swapped.
+        v = variation("maximum in an earlier block")
+        c, order = v.shift(), v.permutation(2)
+        x = np.array([[1000.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1000.0]])[order] + c
+        check_softmax(lesson.online_softmax(x, 2), x, 2, what=f"online_softmax({listed(x)}, 2)")
 
     def test_a_row_of_all_minus_inf_gives_zeros_and_no_nan(self, lesson):
         """a row of all -inf gives zeros, and no NaN"""
@@ -434,11 +447,15 @@ class TestOnlineSoftmaxAttention:
         # the maximum growing in every block. The values are 10 * position, so the output is
         # 10 * sum_j j softmax_j = 10 * 4.4329 = 44.329 (lesson 3's answer). Forgetting to
         # rescale the output gives 71.02, forgetting the sum 17.05, forgetting both 27.31.
+        # Under an instructor's secret: the keys shifted by c (so every score is: no weight changes),
+        # the values scaled by s and shifted by c_v (so the output is too: the weights sum to 1).
+        other = variation("attention by hand")
+        c, s, c_v = other.shift(), other.scale(), other.shift()
         q = np.array([[1.0]])
-        k = np.arange(6.0).reshape(6, 1)
-        v = 10.0 * np.arange(6.0).reshape(6, 1)
+        k = np.arange(6.0).reshape(6, 1) + c
+        v = 10.0 * np.arange(6.0).reshape(6, 1) * s + c_v
         e = [math.exp(j - 5) for j in range(6)]
-        expected = np.array([[sum(10.0 * j * e[j] for j in range(6)) / sum(e)]])
+        expected = np.array([[sum(10.0 * j * e[j] for j in range(6)) / sum(e)]]) * s + c_v
         check_attention(
             lesson.online_softmax_attention(q, k, v, None, 1.0, 2),
             q,
@@ -447,8 +464,8 @@ class TestOnlineSoftmaxAttention:
             None,
             1.0,
             2,
-            what="online_softmax_attention(q [[1]], k [[0], ..., [5]], v [[0], ..., [50]], "
-            "scale=1.0, block_size=2)",
+            what=f"online_softmax_attention(q [[1]], k [[{k[0, 0]:g}], ..., [{k[-1, 0]:g}]], "
+            f"v [[{v[0, 0]:g}], ..., [{v[-1, 0]:g}]], scale=1.0, block_size=2)",
             expected=expected,
             dims="T Kv",
         )
@@ -459,9 +476,13 @@ class TestOnlineSoftmaxAttention:
         # One query, K = 1, scale 1: the scores are [1000, 0, 0, 0, 1], visited in blocks of 2.
         # The first key takes all the weight, so the output is its value, 7. Measured against
         # each block's own maximum instead, the later blocks rescale by exp(1000): NaN.
+        # Under an instructor's secret: the keys shifted by c (so every score is: no weight changes),
+        # the values scaled by s and shifted by c_v (so the output is too: the weights sum to 1).
+        other = variation("attention maximum in an earlier block")
+        c, s, c_v = other.shift(), other.scale(), other.shift()
         q = np.array([[1.0]])
-        k = np.array([[1000.0], [0.0], [0.0], [0.0], [1.0]])
-        v = np.array([[7.0], [1.0], [2.0], [3.0], [4.0]])
+        k = np.array([[1000.0], [0.0], [0.0], [0.0], [1.0]]) + c
+        v = np.array([[7.0], [1.0], [2.0], [3.0], [4.0]]) * s + c_v
         check_attention(
             lesson.online_softmax_attention(q, k, v, None, 1.0, 2),
             q,
@@ -470,9 +491,8 @@ class TestOnlineSoftmaxAttention:
             None,
             1.0,
             2,
-            what="online_softmax_attention(q [[1]], k [[1000], [0], [0], [0], [1]], v [[7], [1], [2], [3], "
-            "[4]], scale=1.0, block_size=2)",
-            expected=np.array([[7.0]]),
+            what=f"online_softmax_attention(q [[1]], k {listed(k)}, v {listed(v)}, scale=1.0, block_size=2)",
+            expected=np.array([[7.0]]) * s + c_v,
             dims="T Kv",
         )
 
@@ -663,8 +683,8 @@ MEM_T, MEM_D = 512, 4  # queries and head width of the measured calls
 MEM_SMALL, MEM_LARGE = 8_192, 32_768  # keys: (T, S) scores are 32 MiB, then 128 MiB
 
 
-@remembered
 def measured_inputs(n_s, seed, n_t=MEM_T):
+    """q, k, v of a measured call (not remembered by seed: under a secret rng(seed) differs)."""
     r = rng(seed)
     return (
         r.standard_normal((n_t, MEM_D)),
@@ -708,12 +728,12 @@ def _measure(lesson, n_s, seed, n_t):
         what=f"online_softmax_attention(q (T, K) = ({n_t}, {MEM_D}), k and v (S, K) = ({n_s}, {MEM_D}))",
         dims="T Kv",
     )
-    return measured.peak_bytes, (q, k, v)
+    return measured.peak_bytes, (q, k, v), measured.import_bytes
 
 
 def extra_bytes(lesson, n_t):
     """What the call at S = MEM_LARGE held beyond its inputs, with ``n_t`` queries."""
-    peak, inputs = measure(lesson, MEM_LARGE, 30, n_t)
+    peak, inputs, _ = measure(lesson, MEM_LARGE, 30, n_t)
     return peak - sum(a.nbytes for a in inputs)
 
 
@@ -723,6 +743,9 @@ def fail_on_memory(message, lesson):
     long, so a second call with half the queries says how the extra memory grows with T:
     not at all (a block of queries against every key: whole rows), or like T with 8 bytes or
     more per (query, key) pair (the full matrix of scores, or some other (T, S) float array)."""
+    _, inputs, imported = measure(lesson, MEM_LARGE, 30)
+    if imported >= allowed_bytes(*inputs):  # the import's own peak: nothing about the call
+        raise AssertionError(message)
     extra, half = extra_bytes(lesson, MEM_T), extra_bytes(lesson, MEM_T // 2)
     per_pair = extra / (MEM_T * MEM_LARGE)
     message += (
@@ -744,10 +767,13 @@ def fail_on_memory(message, lesson):
 class TestMemory:
     def test_never_a_t_by_s_array_of_scores(self, lesson):
         """never a (T, S) array of scores: peak memory at T = 512, S = 32,768"""
-        peak, inputs = measure(lesson, MEM_LARGE, 30)
+        peak, inputs, imported = measure(lesson, MEM_LARGE, 30)
         try:
             check_peak_below(
-                peak, allowed_bytes(*inputs), what=f"online_softmax_attention at T = {MEM_T}, S = {MEM_LARGE}"
+                peak,
+                allowed_bytes(*inputs),
+                what=f"online_softmax_attention at T = {MEM_T}, S = {MEM_LARGE}",
+                import_bytes=imported,
             )
         except AssertionError as failure:
             fail_on_memory(
@@ -758,8 +784,8 @@ class TestMemory:
 
     def test_at_fixed_t_the_memory_does_not_grow_with_s(self, lesson):
         """at fixed T the memory does not grow with S (8,192 vs 32,768 keys)"""
-        small, small_inputs = measure(lesson, MEM_SMALL, 31)
-        large, large_inputs = measure(lesson, MEM_LARGE, 30)
+        small, small_inputs, _ = measure(lesson, MEM_SMALL, 31)
+        large, large_inputs, _ = measure(lesson, MEM_LARGE, 30)
         growth = large - small
         inputs_growth = sum(a.nbytes for a in large_inputs) - sum(a.nbytes for a in small_inputs)
         limit = 4 * inputs_growth + 4 * MIB

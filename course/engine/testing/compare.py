@@ -254,12 +254,22 @@ def _mib(size: float) -> str:
     return f"{size / 1024**2:.1f} MiB"
 
 
-def check_peak_below(peak_bytes: int, limit_bytes: float, *, what: str, hint: str = "") -> None:
+def check_peak_below(
+    peak_bytes: int, limit_bytes: float, *, what: str, hint: str = "", import_bytes: int = 0
+) -> None:
     """The memory a measured call used at its peak (``lesson.measure(...).peak_bytes``, read by
     the grader from the kernel) is under ``limit_bytes``; else a message in MiB, with ``hint``
-    (say, which array would take that much: "a (T, S) array of scores takes 97.7 MiB")."""
+    (say, which array would take that much: "a (T, S) array of scores takes 97.7 MiB").
+    ``import_bytes`` (``.import_bytes``): the module's import's own peak, which the figure
+    counts; named when it is what went over."""
     if peak_bytes >= limit_bytes:
+        imported = (
+            f" The import of the module alone peaked at {_mib(import_bytes)}: what a module "
+            "computes when it is loaded counts too."
+            if import_bytes >= limit_bytes
+            else ""
+        )
         raise AssertionError(
             f"{what} used {_mib(peak_bytes)} of memory at its peak; it must stay under "
-            f"{_mib(limit_bytes)}." + (f" {hint}" if hint else "")
+            f"{_mib(limit_bytes)}." + imported + (f" {hint}" if hint else "")
         )

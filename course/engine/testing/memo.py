@@ -3,8 +3,9 @@
 An oracle (a plain loop, a float64 reference) sees the same inputs, made from fixed seeds, on
 every check, and some oracles are slow (lesson 11's loops over heads and tokens, lesson 13's
 (T, S) scores). ``@remembered`` keeps an oracle's results in the grader's own process (learner
-code runs in workers), keyed by a digest of its arguments' exact contents, so a remembered
-result is the one the oracle would compute. The warm grader fills it while it warms up on the
+code runs in workers), keyed by a digest of its arguments' exact contents and of the grading
+secret in use (a function that draws inputs from a seed sees other ones under a secret), so a
+remembered result is the one the oracle would compute. The warm grader fills it while it warms up on the
 solutions, and every process it forks starts with it filled. Results are handed out read-only
 (arrays) or rebuilt (lists, dicts), so one check cannot change the next one's; an argument the
 digest cannot describe is simply not remembered.
@@ -20,6 +21,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
+
+from course.engine.testing import secret
 
 F = TypeVar("F", bound=Callable[..., Any])
 KEEP = 4096  # results kept per oracle, the least recently used dropped first
@@ -99,6 +102,8 @@ def remembered(oracle: F) -> F:
     @functools.wraps(oracle)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         digest = hashlib.blake2b(digest_size=20)
+        # An oracle may draw its own inputs from a seed (``secret.rng``): keyed by the secret too.
+        digest.update(secret.identity().encode() + b";")
         try:
             _feed(digest, args)
             _feed(digest, kwargs)

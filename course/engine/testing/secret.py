@@ -146,7 +146,8 @@ class Variation:
         return float(2.0 ** int(self._stream.choice(list(powers))))
 
     def shift(self, values: Sequence[float] = (-3, -2, -1, 1, 2, 3)) -> float:
-        """One of ``values`` (0.0 without a secret)."""
+        """One of ``values`` (0.0 without a secret). Adding 0.0 turns -0.0 into 0.0, other
+        bytes: leave an input that may hold -0.0 alone when the shift is 0."""
         if self._stream is None:
             return 0.0
         return float(self._stream.choice(list(values)))
@@ -154,10 +155,11 @@ class Variation:
     def integers(self, low: int, high: int, public: int) -> int:
         """An integer in [low, high) other than ``public`` when there is one (``public``
         without a secret)."""
-        if self._stream is None:
+        if self._stream is None or high - low < 2 and low <= public < high:
             return public
-        options = [value for value in range(low, high) if value != public] or [public]
-        return int(self._stream.choice(options))
+        while (value := int(self._stream.integers(low, high))) == public:
+            pass
+        return value
 
     def permutation(self, n: int) -> np.ndarray:
         """A permutation of range(n), never the identity when n > 1 (the identity without a
