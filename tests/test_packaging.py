@@ -139,10 +139,14 @@ def test_a_classroom_template_installs_the_course_from_its_own_wheel_and_grades_
     home = tmp_path / "home"
     home.mkdir()
     subprocess.run(
-        ["bash", "-c", keep["run"]], env=dict(HOME=str(home), COURSE_GRADING_SECRET="a-class-secret"), check=True
+        ["bash", "-c", keep["run"]],
+        env=dict(HOME=str(home), COURSE_GRADING_SECRET="a-class-secret"),
+        check=True,
     )
     (template / "l01_projections.py").write_text((SOLUTIONS / "l01_projections.py").read_text())
     action = {"PATH": runner["PATH"], "HOME": str(home), "PYTHONPATH": str(site), "NO_COLOR": "1"}
-    secret = subprocess.run(["bash", "-c", test["run"]], cwd=template, env=action, capture_output=True, text=True)
+    secret = subprocess.run(
+        ["bash", "-c", test["run"]], cwd=template, env=action, capture_output=True, text=True
+    )
     assert secret.returncode == 0, secret.stdout[-1000:]
     assert "Graded with an instructor's secret" in " ".join(secret.stdout.split())
