@@ -261,3 +261,17 @@ def test_bundles_loaded_side_by_side_can_neither_read_nor_kill_each_other(tmp_pa
     for name in ("a_honest.zip", "b_killer.zip", "d_honest.zip"):
         assert rows[name]["lessons"]["l01_projections"]["status"] == "passed", name
     assert rows["c_copier.zip"]["lessons"]["l01_projections"]["points"] == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_folder_named_relative_to_the_current_one_grades_every_bundle(tmp_path, monkeypatch, workers):
+    """`course grade inbox`, as the docs type it: the grading processes change folder before
+    they open the bundles, so the folder is taken as it was named from where the command ran."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inbox").mkdir()
+    with zipfile.ZipFile(tmp_path / "inbox" / "ada.zip", "w") as bundle:
+        bundle.writestr("l01_projections.py", SOLVED)
+    report = gradebook.grade_folder(Path("inbox"), [L01], workers)
+    [row] = report.rows
+    assert row["outcome"] == "graded", row["problems"]
+    assert row["lessons"]["l01_projections"]["status"] == "passed"

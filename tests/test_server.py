@@ -291,3 +291,67 @@ def test_the_server_grades_in_a_collected_session_and_without_one_when_it_cannot
     graded.clear()
     server._in_a_collected_session(serve)  # each lesson then graded by runner.grade
     assert graded[0]["status"] == "passed" and checks(graded[0]) == checks(alone)
+
+
+def descendants(root: int) -> dict[int, tuple[int, str]]:
+    """Every process below ``root``: pid -> (its parent, its command line), from /proc."""
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    commands[int(entry)] = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError, IndexError):
+                continue
+    found: dict[int, tuple[int, str]] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, its_parent in parents.items():
+            if its_parent == parent and pid not in found:
+                found[pid] = (parent, commands.get(pid, ""))
+                frontier.append(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_nothing_outlives_a_killed_server_and_the_next_check_starts_afresh(runtime, tmp_path):
+    """SIGKILL the warm grader after a check, with its ready child, its zygote and a spare
+    worker's keeper alive: none of them is alive 2 s later, and the next check removes the
+    socket nobody serves and starts a new server."""
+    runtime.start_in_background()
+    assert runtime.ready(timeout=90), "the warm grader did not come up"
+    path = runtime.socket_path()
+    pid = server_pid(path)
+    assert pid is not None
+    assert runtime.request("l01_projections", SOLUTIONS, timeout=60) is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        below = descendants(pid)
+        zygotes = [p for p, (_, command) in below.items() if "sandbox.zygote" in command]
+        ready = [p for p, (parent, command) in below.items() if parent == pid and "warm.server" in command]
+        keepers = [p for p, (parent, _) in below.items() if parent in zygotes]  # forked by the zygote
+        if zygotes and ready and keepers:
+            break
+        time.sleep(0.1)
+    assert zygotes and ready and keepers, below
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 2
+    while [p for p in below if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = {p: below[p][1][:200] for p in below if alive(p)}
+    assert not left, f"alive 2 s after the server was killed: {left}"
+    assert path.exists()  # the killed server could not remove it
+    assert runtime.request("l01_projections", SOLUTIONS, timeout=10) is None
+    assert not path.exists(), "the socket nobody serves was left for the next check"
+    runtime.start_in_background()
+    assert runtime.ready(timeout=90) and server_pid(path) not in (None, pid)

@@ -100,7 +100,23 @@ def connect(path: Path | None, timeout: float) -> socket.socket | None:
         connection.connect(str(path))
         if peer_is_us(connection):
             return connection
+    except ConnectionRefusedError:  # nobody listens: a server that was killed left it
+        remove_if_abandoned(path)
     except OSError:
         pass
     connection.close()
     return None
+
+
+def remove_if_abandoned(path: Path) -> bool:
+    """Remove the socket ``path`` if no server holds its lock (``path.lock``, held for a
+    server's lifetime): a server killed without cleaning up left it. Whether it was removed."""
+    import fcntl
+
+    try:
+        with open(f"{path}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink(missing_ok=True)
+            return True
+    except OSError:
+        return False

@@ -65,6 +65,21 @@ def _warm_up() -> None:
 _COSTS: dict[str, float] = {}  # lesson module -> seconds its warm-up grade took (for scheduling)
 
 
+def _die_with(server: int) -> None:
+    """In a ready child, just forked: when the server dies, by any signal, the kernel sends
+    the child SIGTERM (``_ready_child`` retires its spare then; while it grades, SIGTERM ends
+    it, and its workers' keepers end theirs when its pipes close). The server forks from its
+    main thread, whose end is the process's. A server already gone is seen from the pid."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != server:
+        os._exit(0)
+
+
 def _ready_child(listener: socket.socket, notify: int, grade_one: GradeOne) -> None:
     """Runs in a forked child: start a spare worker, wait for one request, grade it, exit.
     The spare and its scratch folder are gone when it exits, whatever happened."""
@@ -190,6 +205,8 @@ def serve(path: Path) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     built = fingerprint()
 
+    server = os.getpid()
+
     def serve_requests(grade_one: GradeOne) -> None:
         while True:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # see _ready_child
@@ -197,6 +214,7 @@ def serve(path: Path) -> int:
             if child != 0:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if child == 0:
+                _die_with(server)
                 signal.set_wakeup_fd(-1)  # the server's, not the child's
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.close(ended_read)

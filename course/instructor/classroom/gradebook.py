@@ -111,6 +111,7 @@ def grade_folder(
     from course.instructor.classroom import notebook_submissions
 
     started = time.monotonic()
+    folder = Path(folder).absolute()  # its bundles are opened by processes that change folder
     workers = max(1, workers or os.cpu_count() or 1)
     modules = [lesson.module for lesson in lessons]
     paths = [str(path) for path in bundles_in(folder)]
