@@ -1,14 +1,22 @@
 """The `course` command as a learner uses it: in a subprocess, without a terminal."""
 
 import json
+import os
+import pty
+import select
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from course import __version__
 from course.cli import app
 from course.content.catalog import load_catalog
+from course.content.glossary import load_glossary
 from course.content.lesson_source import without_markers
 from tests.helpers import SOLUTIONS, run_course, solutions_with_mistake
 
@@ -45,6 +53,118 @@ def test_check_json_is_not_started_then_passed_after_the_solution_is_copied(work
     assert payload["lesson"] == "l01_projections" and payload["course_version"]
     state = json.loads((workspace / ".course" / "state.json").read_text())
     assert state["lessons"]["l01_projections"]["status"] == "passed"
+
+
+def test_version_prints_the_course_version_and_exits_zero(tmp_path):
+    done = course("--version", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"course {__version__}\n", "")
+    typed = CliRunner().invoke(app, ["--version"])  # the typer app answers it too, and lists it
+    assert typed.exit_code == 0 and typed.output == f"course {__version__}\n"
+    assert "--version" in CliRunner().invoke(app, ["--help"]).output
+
+
+def on_a_terminal(*args: str, cwd: Path, env: dict) -> str:
+    """What `course ARGS` writes to a pseudo-terminal (where rich styles its output)."""
+    environment = dict(os.environ, COLUMNS="100", TERM="xterm-256color", COURSE_SERVER="off")
+    for name in ("NO_COLOR", "FORCE_COLOR", "COURSE_WORKSPACE", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        environment.pop(name, None)
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "course", *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=dict(environment, **env),
+    )
+    os.close(slave)
+    written, deadline = b"", time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the program ended: the terminal is closed
+                    break
+                if not chunk:
+                    break
+                written += chunk
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        os.close(master)
+    return written.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("command, words", [("list", "l01_projections"), ("next", "Lesson 01")])
+def test_no_color_on_a_terminal_leaves_no_escape_sequence_not_even_bold_dim_or_italic(
+    workspace, command, words
+):
+    styled = on_a_terminal(command, cwd=workspace, env={})
+    assert "\x1b[" in styled and words in styled  # a terminal: styled
+    plain = on_a_terminal(command, cwd=workspace, env={"NO_COLOR": "1"})
+    assert words in plain and "\x1b[" not in plain, plain
+
+
+def test_list_and_show_print_the_documented_json(workspace):
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    assert course("check", "1", cwd=workspace).returncode == 0
+    assert course("hint", "2", cwd=workspace).returncode == 0
+    catalog = load_catalog()
+    listed = course("list", "--json", cwd=workspace)
+    payload = json.loads(listed.stdout)
+    assert listed.returncode == 0 and payload["course_version"] == __version__
+    assert payload["title"] == catalog.title and payload["current"] == "l02_softmax"
+    assert payload["notices"] == []
+    assert [each["module"] for each in payload["lessons"]] == [each.module for each in catalog.lessons]
+    first, second = payload["lessons"][:2]
+    assert first == {
+        "id": "01",
+        "number": 1,
+        "module": "l01_projections",
+        "title": catalog.lessons[0].title,
+        "available": True,
+        "status": "passed",
+        "current": False,
+        "needs_recheck": False,
+    }
+    assert (second["status"], second["current"]) == ("not-started", True)
+    shown = course("show", "2", "--json", cwd=workspace)
+    page = json.loads(shown.stdout)
+    lesson = catalog.resolve("2")
+    assert shown.returncode == 0 and page["course_version"] == __version__
+    assert {key: page[key] for key in first} == dict(second)
+    assert page["goals"] == list(lesson.goals) and page["recheck_after"] == ""
+    assert Path(page["file"]) == (workspace / "l02_softmax.py").resolve()
+    assert page["terms"] == [term.name for term in load_glossary().terms_of(lesson.id)]
+    exercises = page["exercises"]
+    assert [each["name"] for each in exercises] == [each.name for each in lesson.exercises]
+    assert exercises[0] == {
+        "name": lesson.exercises[0].name,
+        "summary": lesson.exercises[0].summary,
+        "status": "not-started",
+        "hints_seen": 1,
+        "hints_total": len(lesson.exercises[0].hints),
+    }
+    both = course("show", "2", "--json", "--map", cwd=workspace)
+    assert both.returncode == 2 and "--map" in both.stdout
+
+
+def test_check_all_ends_with_one_line_counting_the_lessons_and_checks_passed(workspace, tmp_path):
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    cache = {"COURSE_CACHE": "on", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    as_json = course("check", "--all", "--json", cwd=workspace, env=cache)
+    lessons = json.loads(as_json.stdout)["lessons"]  # one JSON object: no summary line in it
+    passed = sum(each["status"] == "passed" for each in lessons)
+    checks = sum(each["counts"]["passed"] for each in lessons)
+    total = sum(sum(each["counts"].values()) for each in lessons)
+    assert passed == 1 and 0 < checks < total
+    done = course("check", "--all", cwd=workspace, env=cache)
+    assert done.returncode == 1
+    assert done.stdout.strip().splitlines()[-1] == (
+        f"{passed} of {len(lessons)} lessons passed; {checks} of {total} checks passed."
+    )
 
 
 def test_next_marks_a_passed_lesson_done_and_moves_on(workspace):
@@ -181,6 +301,7 @@ def test_a_later_lesson_names_the_unfinished_earlier_lesson_it_uses(workspace):
     payload = json.loads(done.stdout)
     assert done.returncode == 1 and payload["status"] != "passed"
     assert payload["note"].startswith("This lesson uses your l02_softmax.py, which is not finished")
+    assert "(`course check 2`)" in payload["note"]  # the lesson's number, as learners name it
     screen = course("check", "3", cwd=workspace).stdout
     assert "l02_softmax.py" in " ".join(screen.split())
 
@@ -193,7 +314,7 @@ def test_a_later_lesson_names_an_earlier_lesson_that_fails_its_own_check(workspa
     assert course("check", "2", cwd=workspace).returncode == 1
     payload = json.loads(course("check", "3", "--json", cwd=workspace).stdout)
     assert payload["status"] == "failed"
-    assert "l02_softmax.py, which has not passed its own check yet" in payload["note"]
+    assert "l02_softmax.py, which has not passed its own check yet (`course check 2`)" in payload["note"]
     # scaled_dot_product_attention calls softmax: its failures point there, naming no mistake
     attention = next(e for e in payload["exercises"] if e["name"] == "scaled_dot_product_attention")
     failing = [c for c in attention["checks"] if c["status"] != "passed"]
@@ -210,6 +331,25 @@ def test_a_later_lesson_whose_earlier_file_does_not_parse_sends_the_learner_to_t
     assert "Edit l02_softmax.py, then `course check 3` again." in screen
 
 
+def test_check_passes_with_an_own_helper_and_warns_in_one_line_about_an_import_from_elsewhere(workspace):
+    solved = (SOLUTIONS / "l01_projections.py").read_text()
+    (workspace / "utils.py").write_text(solved)
+    (workspace / "l01_projections.py").write_text("import math  # noqa\nfrom utils import *  # noqa\n")
+    own = course("check", "1", "--json", cwd=workspace)
+    assert own.returncode == 0 and json.loads(own.stdout)["notice"] == ""  # its own module, the stdlib
+    # pluggy is installed (pytest needs it), so the check passes: a warning, not a failure.
+    (workspace / "utils.py").write_text("import pluggy  # noqa\n" + solved)
+    (workspace / "l01_projections.py").write_text("import hypothesis  # noqa\nfrom utils import *  # noqa\n")
+    done = course("check", "1", cwd=workspace)
+    assert done.returncode == 0, done.stdout
+    screen = " ".join(done.stdout.split())
+    assert screen.count("Notice:") == 1 and screen.count("neither numpy nor") == 1
+    assert (
+        "Notice: l01_projections.py imports hypothesis, pluggy, neither numpy nor the standard library: "
+        "`course submit` refuses it, and a class is graded without it." in screen
+    )
+
+
 def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):
     source = (SOLUTIONS / "l01_projections.py").read_text()
     (workspace / "l01_projections.py").write_text(
@@ -220,6 +360,35 @@ def test_debug_runs_in_process_shows_prints_and_records_nothing(workspace):
     assert done.returncode == 0
     assert "NOT A GRADE" in done.stdout and "DEBUG-ME (2, 3, 4)" in done.stdout
     assert (workspace / ".course" / "state.json").read_text() == before
+
+
+def test_debug_exits_one_unless_every_check_passes_as_check_does(workspace):
+    source = (SOLUTIONS / "l01_projections.py").read_text()
+    lesson_file = workspace / "l01_projections.py"
+    lesson_file.write_text(source)
+    assert course("check", "1", "--debug", cwd=workspace).returncode == 0
+    # A skipped check counts as not passed in a grade: in a debug run too.
+    lesson_file.write_text(
+        source.replace(
+            "    out = x @ w  #", "    import pytest\n    pytest.skip('later')\n    out = x @ w  #"
+        )
+    )
+    assert course("check", "1", cwd=workspace).returncode == 1
+    skipped = course("check", "1", "--debug", cwd=workspace)
+    assert skipped.returncode == 1 and "skipped" in skipped.stdout
+    # A file that ends the process while it is imported: its own error, not the course's.
+    lesson_file.write_text(source + "\nimport sys\nsys.exit(0)\n")
+    exits = course("check", "1", "--debug", cwd=workspace)
+    assert exits.returncode == 1, exits.stdout + exits.stderr
+    assert "l01_projections.py could not be imported" in exits.stdout and "SystemExit" in exits.stdout
+    lesson_file.write_text("def linear(x, w, b=None)\n    return x\n")
+    broken = course("check", "1", "--debug", cwd=workspace)
+    assert broken.returncode == 1 and "SyntaxError" in broken.stdout
+    assert "Traceback" not in broken.stdout + broken.stderr and "course/" not in broken.stdout
+    # --debug runs one lesson's tests here: with --all (or --json) it would answer another question.
+    for other in ("--all", "--json"):
+        done = course("check", "--debug", other, cwd=workspace)
+        assert done.returncode == 2 and "--debug" in done.stdout
 
 
 def test_the_welcome_is_shown_once(tmp_path):
@@ -337,3 +506,5 @@ def test_a_sealed_check_gives_no_points_to_a_file_that_runs_the_installed_refere
     assert sealed.returncode == 1
     payload = json.loads(sealed.stdout)
     assert payload["status"] != "passed" and payload["counts"]["passed"] == 0
+    said = " ".join(payload["message"].split())
+    assert "may read only your own folder" in said and "may write no file" not in said

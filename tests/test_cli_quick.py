@@ -152,6 +152,14 @@ def test_a_check_answered_from_the_result_cache_imports_neither_typer_nor_numpy(
     assert heavy(names, "typer", "click", "numpy", "pytest", "pygments", "rich.syntax") == set()
 
 
+def test_course_version_answers_without_importing_typer_or_rich(workspace):
+    from course import __version__
+
+    done, names = imported(["--version"], workspace)
+    assert done.returncode == 0 and done.stdout == f"course {__version__}\n"
+    assert heavy(names, "typer", "click", "rich", "numpy", "course.content") == set()
+
+
 def test_a_command_the_quick_path_leaves_alone_still_gets_typers_answer(workspace):
     done, names = imported(["check", "--bogus"], workspace)
     assert done.returncode == 2 and "No such option: --bogus" in done.stderr

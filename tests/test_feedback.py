@@ -324,7 +324,8 @@ def test_an_error_raised_in_an_earlier_lesson_points_at_the_call_in_this_one(tmp
     assert (
         f"This error is raised in your {check.raised_in}.py, called from line {check.call_line} of "
         f"l06_multi_head.py (in multi_head_attention).\nIf {check.raised_in}.py passes its own checks "
-        f"(`course check {check.raised_in}`), the bug is in what that line passes to it"
+        f"(`course check {load_catalog().by_module(check.raised_in).number}`), the bug is in what "
+        "that line passes to it"
     ) in check.message
     called = source[check.call_line - 1].strip()  # shown by the traceback above the pointer
     assert (
@@ -405,7 +406,7 @@ def test_a_failing_earlier_lesson_takes_the_blame_from_the_checks_of_functions_t
     assert result.exercises[0].checks[0].message == "scores wrong"  # it calls no earlier lesson
     assert named.message == (
         "wrong\n`scaled_dot_product_attention` uses your `softmax` from l02_softmax.py, which does not "
-        "pass its own check (`course check l02_softmax`): fix it first."
+        "pass its own check (`course check 2`): fix it first."
     )
     assert (named.mistake, named.mistake_id, named.blamed) == ("", "", "l02_softmax.softmax")
     assert result.exercises[1].checks[1].message == ""
@@ -417,12 +418,12 @@ def test_a_failing_earlier_lesson_takes_the_blame_from_the_checks_of_functions_t
         (
             "def softmax(x, axis=-1)\n    return x\n",
             "l03_attention.py imports your l02_softmax.py, which has a syntax error (line 1), so none "
-            "of this lesson can run: fix it first (`course check l02_softmax`).",
+            "of this lesson can run: fix it first (`course check 2`).",
         ),
         (
             None,
             "l03_attention.py imports your l02_softmax.py, which is not in your workspace: "
-            "`course reset l02_softmax` brings back its fresh skeleton, or put your own copy back.",
+            "`course reset 2` brings back its fresh skeleton, or put your own copy back.",
         ),
     ],
 )

@@ -222,6 +222,9 @@ def inbox(tmp_path) -> Path:
     for name, source in {"ada.zip": solution, "bob.zip": table + solution}.items():
         with zipfile.ZipFile(folder / name, "w") as bundle:
             bundle.writestr(lesson.file_name, source)
+    with zipfile.ZipFile(folder / "cy.zip", "w") as bundle:  # the table moved into a helper
+        bundle.writestr(lesson.file_name, "from utils import *  # noqa\n")
+        bundle.writestr("utils.py", table + solution)
     return folder
 
 
@@ -255,7 +258,7 @@ def test_course_grade_with_a_secret_file_says_so_and_records_it_in_every_output(
     assert f"with an instructor's secret ({identity})" in " ".join(done.stdout.split())
     rows = {row["file"]: row for row in csv.DictReader(out.open())}
     assert {row["inputs"] for row in rows.values()} == {f"secret {identity}"}
-    assert rows["ada.zip"]["total"] == "18"
+    assert rows["ada.zip"]["total"] == rows["cy.zip"]["total"] == "18"
     assert json.loads(report.read_text())["inputs"] == f"secret {identity}"
 
 
@@ -284,6 +287,7 @@ def test_a_lesson_file_holding_kilobytes_of_literals_is_flagged_and_a_solution_i
     assert any(
         "KiB of string, bytes and number literals" in problem for problem in rows["bob.zip"]["problems"]
     )
+    assert any(problem.startswith("utils.py holds") for problem in rows["cy.zip"]["problems"])
 
 
 @pytest.mark.parametrize("module", MODULES)

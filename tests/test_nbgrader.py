@@ -1,10 +1,11 @@
 """The notebooks in the real nbgrader flow, then `course grade` on nbgrader's submitted/ folder.
 
 One assignment (lesson 2) and three students, in a temporary nbgrader course: ada (correct code
-that uses a helper and a constant from a cell she added), bob (partial: a softmax without the
-max shift, logsumexp not written) and carol (her answer cell patches the grader in the kernel;
-her functions are unwritten). nbgrader runs in this process through its API (about 15 s);
-skipped without nbgrader. An unchanged notebook: tests/test_notebooks.py.
+that uses a helper and a constant from a cell she added, which also shows the constant with
+IPython's `display`), bob (partial: a softmax without the max shift, logsumexp not written) and
+carol (her answer cell patches the grader in the kernel; her functions are unwritten). nbgrader
+runs in this process through its API (about 15 s); skipped without nbgrader. An unchanged
+notebook: tests/test_notebooks.py.
 """
 
 from __future__ import annotations
@@ -74,9 +75,11 @@ def submitted(release: Path, student: str, answers: dict[str, str], into: Path) 
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in answers:
             cell.source = answers[grade_id]
-    if student == "ada":  # a cell she added, without nbgrader metadata
+    if student == "ada":  # a cell she added, without nbgrader metadata; display is IPython's
         at = next(i for i, c in enumerate(notebook.cells) if c.source.startswith("import numpy"))
-        notebook.cells.insert(at + 1, nbformat.v4.new_code_cell("AXIS_SHIFT = 0  # mine"))
+        notebook.cells.insert(
+            at + 1, nbformat.v4.new_code_cell("AXIS_SHIFT = 0  # mine\ndisplay(AXIS_SHIFT)")
+        )
     folder = into / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     nbformat.write(notebook, folder / f"{ASSIGNMENT}.ipynb")
@@ -138,7 +141,7 @@ def test_nbgrader_and_course_grade_give_the_same_points_except_to_the_kernel_pat
     ours = {row["file"]: gradebook.total(row) for row in report.rows}
     most = report.max_points["l02_softmax"]
     assert most == 31
-    assert ours["ada"] == scores["ada"] == most  # a helper and an added cell: full marks
+    assert ours["ada"] == scores["ada"] == most  # a helper, an added cell, a display: full marks
     assert 0 < ours["bob"] == scores["bob"] < most  # partial credit, the same on both routes
     assert scores["carol"] == most and ours["carol"] == 0  # the kernel was fooled; course grade is not
     out = tmp_path / "nbgrader.csv"
@@ -149,16 +152,18 @@ def test_nbgrader_and_course_grade_give_the_same_points_except_to_the_kernel_pat
     assert json.dumps(report.rows)  # the JSON report's rows serialise
 
 
-def test_the_autograded_notebooks_test_cells_show_one_line_and_have_the_points_as_value(course_folder):
+def test_the_autograded_notebooks_test_cells_show_the_failure_and_have_the_points_as_value(course_folder):
+    """bob's softmax fails: its cell shows the most explaining failure as `course check` does,
+    the named mistake included; his unwritten logsumexp gets one line."""
     import nbformat
 
     notebook = nbformat.read(course_folder / "autograded" / "bob" / ASSIGNMENT / "l02_softmax.ipynb", 4)
-    shown = {}
+    shown, points = {}, {}
     for cell in (c for c in notebook.cells if c.metadata.nbgrader.get("grade")):
-        [line] = [o.text for o in cell.outputs if o.output_type == "stream"]
+        [text] = [o.text for o in cell.outputs if o.output_type == "stream"]
         [value] = [o.data["text/plain"] for o in cell.outputs if o.output_type == "execute_result"]
-        assert line.count("\n") == 1 and line.startswith(
-            f"✘ {cell.metadata.nbgrader.grade_id[5:]}: {value} of "
-        )
-        shown[cell.metadata.nbgrader.grade_id] = int(value)
-    assert 0 < shown["test_softmax"] < 18 and shown["test_logsumexp"] == 0
+        assert text.startswith(f"✘ {cell.metadata.nbgrader.grade_id[5:]}: {value} of ")
+        shown[cell.metadata.nbgrader.grade_id], points[cell.metadata.nbgrader.grade_id] = text, int(value)
+    assert 0 < points["test_softmax"] < 18 and points["test_logsumexp"] == 0
+    assert "This looks like a known mistake" in shown["test_softmax"] and "got " in shown["test_softmax"]
+    assert shown["test_logsumexp"].count("\n") == 1 and "NotImplementedError" in shown["test_logsumexp"]

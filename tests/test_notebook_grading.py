@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from course.cli.instructor import register
 from course.content.catalog import load_catalog
-from course.instructor.classroom import notebook_submissions
+from course.instructor.classroom import gradebook, notebook_submissions
 from course.instructor.notebooks import build as notebooks
 from course.instructor.notebooks import cells as notebook_cells
 from course.instructor.notebooks import pictures
@@ -64,7 +64,7 @@ def test_the_kernel_keeps_each_cell_in_its_latest_version_in_the_order_first_run
     )
 
 
-def test_course_grade_reads_a_folder_of_notebooks_and_writes_nbgrader_scores(tmp_path):
+def test_course_grade_reads_a_folder_of_notebooks_and_writes_nbgrader_scores_and_feedback(tmp_path):
     from nbformat.v4 import new_code_cell  # here: importing nbformat takes seconds
 
     inbox = tmp_path / "inbox"
@@ -77,9 +77,11 @@ def test_course_grade_reads_a_folder_of_notebooks_and_writes_nbgrader_scores(tmp
     runner = CliRunner()
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     register(app)
-    out, scores = tmp_path / "gradebook.csv", tmp_path / "nbgrader.csv"
+    out, scores, feedback = tmp_path / "gradebook.csv", tmp_path / "nbgrader.csv", tmp_path / "feedback"
     done = runner.invoke(
-        app, ["grade", str(inbox), "--out", str(out), "--nbgrader-csv", str(scores), "--lessons", "1"]
+        app,
+        ["grade", str(inbox), "--out", str(out), "--nbgrader-csv", str(scores), "--lessons", "1"]
+        + ["--feedback", str(feedback)],
     )
     assert done.exit_code == 1, done.output  # eve's notebook is a problem
     rows = {row["file"]: row for row in csv.DictReader(out.open())}
@@ -91,6 +93,48 @@ def test_course_grade_reads_a_folder_of_notebooks_and_writes_nbgrader_scores(tmp
     exported = {row["student_id"]: row for row in csv.DictReader(scores.open())}
     assert (exported["ada"]["assignment"], exported["ada"]["score"]) == ("l01_projections", "18.0")
     assert exported["bob"]["max_score"] == "18.0" and exported["eve"]["score"] == "0.0"
+    assert sorted(path.name for path in feedback.iterdir()) == ["ada.md", "bob.md", "eve.md"]
+    assert "18 of 18 points" in (feedback / "ada.md").read_text(encoding="utf-8")
+    assert "not started" in (feedback / "bob.md").read_text(encoding="utf-8")
+    assert "eve.ipynb: not a readable notebook" in (feedback / "eve.md").read_text(encoding="utf-8")
+
+
+def test_a_solved_notebook_with_ipython_scratch_cells_gets_full_points_and_prints_nothing(tmp_path):
+    """`display` and `get_ipython` are IPython's builtins: the graded module gets stand-ins that
+    do nothing (a scratch cell, and a function that calls one, run without a NameError)."""
+    from nbformat.v4 import new_code_cell
+
+    solved = notebooks.build(L01, CATALOG, "instructor")
+    at = next(i for i, c in enumerate(solved["cells"]) if c["source"].startswith("def linear("))
+    scratch = (
+        "display(linear(np.ones((1, 2)), np.eye(2)))\n"
+        "get_ipython().run_line_magic('matplotlib', 'inline')\n\n\n"
+        "def shown(x):\n    display(x)\n    return x\n\n\nshown(SCALE)"
+    )
+    solved["cells"][at + 1 : at + 1] = [new_code_cell("SCALE = 2.0"), new_code_cell(scratch)]
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "ada.ipynb").write_text(json.dumps(solved))
+    [row] = gradebook.grade_folder(inbox, [L01], workers=1).rows
+    graded = row["lessons"]["l01_projections"]
+    assert (graded["status"], gradebook.total(row)) == ("passed", 18), graded["result"]["message"]
+    assert graded["result"]["output"] == "" and row["problems"] == []
+
+
+def test_the_stand_ins_come_after_a_docstring_and_future_imports_and_only_for_names_used():
+    code = '"""Mine."""\nfrom __future__ import annotations\n\nimport numpy as np\ndisplay(np.ones(2))\n'
+    graded = notebook_cells.graded_source(code)
+    assert graded.startswith('"""Mine."""\nfrom __future__ import annotations\n')
+    assert graded.endswith("\nimport numpy as np\ndisplay(np.ones(2))\n")
+    namespace: dict = {}
+    exec(compile(graded, "l01_projections.py", "exec"), namespace)
+    assert namespace["display"](1, raw=True) is None and "get_ipython" not in namespace
+    namespace = {}
+    exec(notebook_cells.graded_source("get_ipython().system('ls')\n"), namespace)
+    assert namespace["get_ipython"]().run_cell_magic("timeit", "", "1") is None
+    assert "display" not in namespace
+    for unchanged in ("x = 1\n", "def f(:\n    display(1)\n"):  # nothing named; a syntax error
+        assert notebook_cells.graded_source(unchanged) == unchanged
 
 
 def test_course_grade_finds_nbgraders_submitted_layout_and_says_when_there_is_nothing(tmp_path):

@@ -6,6 +6,9 @@ kernel (the rest is shown without one).
 """
 
 import importlib.util
+import json
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -21,9 +24,11 @@ from typer.testing import CliRunner  # noqa: E402
 from course.cli.notebooks import register  # noqa: E402
 from course.content import lesson_source  # noqa: E402
 from course.content.catalog import load_catalog  # noqa: E402
+from course.engine.results import LessonResult  # noqa: E402
 from course.instructor.classroom import similarity  # noqa: E402
 from course.instructor.notebooks import build as notebooks  # noqa: E402
 from course.instructor.notebooks import cells as notebook_cells  # noqa: E402
+from tests.helpers import REPO, mistaken_source, run_course  # noqa: E402
 
 CATALOG = load_catalog()
 LESSONS = list(CATALOG.available())
@@ -266,3 +271,55 @@ def test_the_command_writes_one_lessons_notebooks_and_rejects_an_unknown_lesson(
     assert "2 notebooks for 1 lesson(s)" in done.output
     unknown = runner.invoke(app, ["notebooks", str(tmp_path), "--lesson", "99"])
     assert unknown.exit_code == 2 and "There is no lesson '99'" in unknown.output
+
+
+def test_a_failing_test_cell_shows_what_course_check_shows_about_its_most_explaining_check(tmp_path):
+    """A softmax that divides by a zero sum (a classic mistake): the test cell prints the check's
+    title and message as `course check --json` gives them: the NaN count, the expected/got slice
+    and the named mistake, not only "returned wrong values"."""
+    mistaken = mistaken_source("l02_softmax", "divides_by_a_zero_sum")
+    lesson = CATALOG.by_module("l02_softmax")
+    assert run_course("init", "ws", cwd=tmp_path).returncode == 0
+    (tmp_path / "ws" / lesson.file_name).write_text(mistaken)
+    done = run_course("check", "2", "--json", cwd=tmp_path / "ws")
+    assert done.returncode == 1, done.stderr
+    result = LessonResult.from_dict(json.loads(done.stdout))
+    exercise, check = result.first_problem()
+    assert exercise.name == "softmax" and check.mistake and "NaN" in check.message
+
+    notebook = notebooks.build(lesson, CATALOG, "instructor")
+    function = lesson_source.parse(mistaken, "mistaken").function("softmax").solution
+    next(c for c in notebook.cells if c.metadata.nbgrader.grade_id == "softmax").source = function
+    executed = notebooks.execute(notebook, "instructor", timeout=60)
+    cell = next(c for c in executed.cells if c.metadata.nbgrader.grade_id == "test_softmax")
+    [shown] = [o.text for o in cell.outputs if o.output_type == "stream"]
+    passed = sum(c.status == "passed" for c in exercise.checks)
+    assert shown.startswith(f"✘ softmax: {passed} of {len(exercise.checks)} checks passed (failed).\n")
+    assert f"\n{check.heading()}\n{check.message}\n" in shown
+    assert "expected[1, :] = [0. 0. 0. 0. 0.]" in shown and "This looks like a known mistake" in shown
+
+
+def test_without_a_kernel_the_command_names_the_extra_that_brings_one(tmp_path, monkeypatch):
+    from course.cli import notebooks as command
+
+    monkeypatch.setattr(command, "_importable", lambda name: name not in ("nbclient", "ipykernel"))
+    app = typer.Typer()
+    register(app)
+    app.command(name="noop", hidden=True)(lambda: None)
+    done = CliRunner().invoke(app, ["notebooks", str(tmp_path), "--lesson", "2"], env={"COLUMNS": "200"})
+    assert done.exit_code == 2 and list(tmp_path.iterdir()) == []
+    assert 'pip install "attention-course[instructor]"' in done.output and "--no-execute" in done.output
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"nbclient", "ipykernel"} <= {line.split(">")[0] for line in extras["instructor"]}
+
+
+def test_the_documented_command_that_runs_a_student_notebook_comes_with_the_instructor_extra():
+    """docs/instructors.md runs a notebook with `jupyter SUBCOMMAND`: the package behind that
+    command (its `jupyter-SUBCOMMAND` script) is one the instructor extra installs."""
+    from importlib.metadata import entry_points
+
+    docs = (REPO / "docs" / "instructors.md").read_text()
+    [subcommand] = set(re.findall(r"`jupyter (\w+) [^`]*\.ipynb`", docs))
+    [script] = entry_points(group="console_scripts", name=f"jupyter-{subcommand}")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert script.dist.name in {re.split(r"[<>=]", line)[0] for line in extras["instructor"]}

@@ -103,6 +103,22 @@ def test_watch_redraws_after_a_save_and_moves_on_with_n_when_green(workspace, mo
         terminal.close()
 
 
+def test_n_shows_the_next_lessons_goals_as_course_next_does(workspace):
+    shutil.copy(SOLUTIONS / "l01_projections.py", workspace)
+    upcoming = load_catalog().resolve("2")
+    terminal = Terminal(workspace)
+    try:
+        terminal.expect("Lesson 1 passed. Press n for the next lesson.", seconds=60)
+        terminal.send("n")
+        terminal.expect("You will learn to")
+        terminal.expect(upcoming.goals[0][:40])
+        terminal.expect("and write, in order:")
+        terminal.send("q")
+        terminal.expect("Stopped watching")
+    finally:
+        terminal.close()
+
+
 def test_watch_without_a_terminal_refuses_instead_of_hanging(workspace):
     done = subprocess.run(
         [sys.executable, "-m", "course", "watch"],

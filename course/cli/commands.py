@@ -8,7 +8,11 @@ every command module: ``course.cli.main`` does so only for what ``course.cli.qui
 
 from __future__ import annotations
 
-from course.cli import bench, dev, instructor, learner, notebooks, reference, watch
+from typing import Annotated
+
+import typer
+
+from course.cli import bench, dev, instructor, learner, notebooks, quick, reference, watch
 from course.cli.options import new_app
 
 app = new_app(
@@ -16,5 +20,23 @@ app = new_app(
     "Implement multi-head attention from scratch in numpy, one lesson at a time.\n\n"
     "Start with `course next`: it creates your workspace and tells you what to do.",
 )
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        quick.print_version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _course(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """The options of `course` itself (its help is the app's)."""
+
+
 for _module in (learner, reference, bench, watch, dev, notebooks, instructor):
     _module.register(app)

@@ -22,9 +22,16 @@ if TYPE_CHECKING:
 
 
 def console() -> Console:
+    """The console every command prints to. With ``NO_COLOR`` set (not empty, as rich reads
+    it) it writes no style at all: rich would drop only the colours, keeping bold, dim and
+    italic, and NO_COLOR promises plain text (cursor moves, as `course watch` clears with,
+    remain)."""
+    import os
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    plain = os.environ.get("NO_COLOR", "") != ""
+    return Console(highlight=False, soft_wrap=False, color_system=None if plain else "auto")
 
 
 def show(*renderables: Any) -> None:
@@ -34,6 +41,16 @@ def show(*renderables: Any) -> None:
     out = console()
     for renderable in renderables:
         out.print(Text(renderable) if isinstance(renderable, str) else renderable)
+
+
+def print_json(payload: dict[str, Any]) -> None:
+    """Print one JSON object (a command's ``--json``), with the course's version in it."""
+    import json
+    import sys
+
+    from course import __version__
+
+    sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

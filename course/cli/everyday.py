@@ -8,10 +8,9 @@ check loads the rendering of attention maps (numpy) only when there is a picture
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
-from course.cli.common import lesson_or_current, open_session, show, use_secret
+from course.cli.common import fail, lesson_or_current, open_session, print_json, show, use_secret
 
 if TYPE_CHECKING:
     from course.workspace import prefetch
@@ -39,6 +38,11 @@ def check(
     """Grade a lesson (default: the current one), or every one (``all_``). Exits 0 when it
     passed, 1 when not. ``sealed``: as ``course grade`` does (GitHub Classroom's command).
     With ``$COURSE_GRADING_SECRET`` set, every input derives from it (``use_secret``)."""
+    if debug and (all_ or as_json or sealed):
+        fail(
+            "--debug runs one lesson's tests in this process and shows pytest's own report: "
+            "it takes no --all, --json or --sealed. Name the lesson: `course check 3 --debug`."
+        )
     use_secret(None)
     started = None if debug or sealed else _start_early(lesson, all_, workspace, fresh)
     from course.workspace import actions
@@ -54,13 +58,8 @@ def check(
     results = list(zip(lessons, graded, strict=True))
     passed = all(result.passed for _, result in results)
     if as_json:
-        import json
-
-        from course import __version__
-
         payloads = [result.to_dict() for _, result in results]
-        payload = {"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0]
-        sys.stdout.write(json.dumps(dict(payload, course_version=__version__), indent=2) + "\n")
+        print_json({"lessons": payloads, "status": "passed" if passed else "failed"} if all_ else payloads[0])
     else:
         from course.render import screens
         from course.render.basics import notices
@@ -68,6 +67,7 @@ def check(
         show(
             notices(session),
             *[screens.result_screen(e, r, session, verbose=verbose) for e, r in results],
+            *([screens.all_summary([r for _, r in results])] if all_ else []),
         )
         found = actions.explaining_picture(session, *results[0]) if len(results) == 1 else None
         if found is not None:
@@ -101,8 +101,14 @@ def _load_screens() -> None:
     import course.render.screens  # noqa: F401 - loaded now, used after the answer
 
 
-def list_(workspace: str | None = None) -> None:
-    """List every lesson with the learner's progress."""
+def list_(workspace: str | None = None, as_json: bool = False) -> None:
+    """List every lesson with the learner's progress (``as_json``: as one JSON object)."""
+    session = open_session(workspace)
+    if as_json:
+        from course.workspace import overview
+
+        print_json(overview.progress(session))
+        return
     from course.render.lessons import lesson_list
 
-    show(lesson_list(open_session(workspace)))
+    show(lesson_list(session))

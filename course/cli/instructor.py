@@ -1,7 +1,8 @@
 """The instructor's commands: `course submit`, `course grade` and `course classroom`.
 
 ``register(app)`` adds them to the main typer app. Exit codes as in ``course.cli.common``: 0 done, 1 done
-but something needs the instructor's attention (a bundle with problems), 2 a usage error.
+but something needs the instructor's attention (a bundle with problems), 2 a usage error (and, for
+`course grade`, a failure of the grader itself on some row: ``gradebook.exit_code``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def submit(
     lessons: LessonsOption = None,
     workspace: WorkspaceOption = None,
 ) -> None:
-    """Grade your lesson files and pack them, with the results, into a zip to hand in."""
+    """Grade your lesson files and pack them, with the helper modules they import and the
+    results, into a zip to hand in."""
     from course.instructor.classroom import submissions
 
     session = open_session(workspace)
@@ -44,8 +46,11 @@ def submit(
     except submissions.SubmissionProblem as problem:
         fail(str(problem))
     passed = sum(entry["status"] == "passed" for entry in payload["lessons"])
+    helpers = payload["helpers"]
+    files = f"{len(payload['files']) - len(helpers)} lesson files"
+    files += f" and your {', '.join(helpers)}" if helpers else ""
     show(
-        f"Wrote {target}: {len(payload['files'])} lesson files for {who}, {passed} lessons "
+        f"Wrote {target}: {files} for {who}, {passed} lessons "
         f"passed, {payload['total_points']} of {payload['max_points']} points "
         f"(course {payload['course_version']}). Hand this file in."
     )
@@ -94,16 +99,28 @@ def grade(
             help="Derive every input from the secret in FILE (default: $COURSE_GRADING_SECRET, if set).",
         ),
     ] = None,
+    feedback_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--feedback",
+            metavar="DIR",
+            help="Also write one Markdown feedback file per submission into DIR (ada.zip: DIR/ada.md).",
+        ),
+    ] = None,
 ) -> None:
-    """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook."""
+    """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook.
+    Exits 0 when every row was graded without a problem, 1 when some row needs a look, 2 for a
+    usage error or when the grader itself failed on a row."""
     from course.content.catalog import load_catalog
-    from course.instructor.classroom import exports, gradebook
+    from course.instructor.classroom import exports, feedback, gradebook
     from course.instructor.classroom.safe_text import safe_text
 
     identity = use_secret(secret_file)
 
     if not submissions_dir.is_dir():
         fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
+    if feedback_dir is not None and feedback_dir.exists() and not feedback_dir.is_dir():
+        fail(f"{feedback_dir} exists and is not a folder: --feedback names a folder for the feedback files.")
     chosen = lessons_named(load_catalog(), lessons)
     found = gradebook.submissions_in(submissions_dir)
     if not found:
@@ -141,17 +158,16 @@ def grade(
     if nbgrader_csv:
         exports.write_nbgrader_csv(result.rows, result.max_points, nbgrader_csv)
         written.append(str(nbgrader_csv))
-    troubled = [row for row in result.rows if row["problems"]]
-    alike = sum(bool(row.get("similar")) for row in result.rows)
-    similar = f"{alike} with the same code as a reference solution or another submission (flagged)."
+    if feedback_dir:
+        files = feedback.write_feedback(result, feedback_dir)
+        written.append(f"{len(files)} feedback files in {feedback_dir}")
     rate = len(result.rows) / result.seconds if result.seconds else 0.0
     show(
         f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "
         f"Wrote {', '.join(written)}.",
-        f"{len(troubled)} with problems (see the problems column)." if troubled else "No problems found.",
-        *([similar] if alike else []),
+        *gradebook.summary(result),
     )
-    raise typer.Exit(1 if troubled else 0)
+    raise typer.Exit(gradebook.exit_code(result))
 
 
 def classroom(

@@ -16,10 +16,11 @@ from typing import Annotated
 import typer
 
 from course.cli import everyday
-from course.cli.common import fail, lesson_named, lesson_or_current, open_session, show
+from course.cli.common import fail, lesson_named, lesson_or_current, open_session, print_json, show
 from course.cli.options import LessonArgument, WorkspaceOption
 
 OptionalLesson = Annotated[str | None, typer.Argument(help="Default: the current lesson.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def init(
@@ -55,7 +56,7 @@ def next_(workspace: WorkspaceOption = None, fresh: FreshOption = False) -> None
 def check(
     lesson: OptionalLesson = None,
     all_: Annotated[bool, typer.Option("--all", help="Check every available lesson.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Show every check not passed, not only the most telling one."),
@@ -83,9 +84,9 @@ def check(
     everyday.check(lesson, all_, as_json, verbose, debug, workspace, fresh, sealed)
 
 
-def list_(workspace: WorkspaceOption = None) -> None:
+def list_(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     """List every lesson with your progress."""
-    everyday.list_(workspace)
+    everyday.list_(workspace, as_json)
 
 
 def show_(
@@ -99,17 +100,26 @@ def show_(
         ),
     ] = False,
     workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Show a lesson: goals, the file to edit, each exercise's status."""
-    from course.render import lessons, pictures
-    from course.workspace import actions
+    from course.cli.reference import terms_of
 
+    if attention_map and as_json:
+        fail("--json prints the lesson's page as data; --map draws pictures: use one of them.")
     session = open_session(workspace)
     chosen = lesson_named(session.catalog, lesson)
-    if attention_map:
+    if as_json:
+        from course.workspace import overview
+
+        print_json(overview.lesson_page(session, chosen, [term.name for term in terms_of(chosen.id)]))
+    elif attention_map:
+        from course.render import pictures
+        from course.workspace import actions
+
         show(pictures.maps_screen(actions.attention_maps(session, chosen)))
     else:
-        from course.cli.reference import terms_of
+        from course.render import lessons
         from course.render.glossary import lesson_terms
 
         show(lessons.lesson_page(chosen, session), lesson_terms(terms_of(chosen.id)))

@@ -1,7 +1,8 @@
 """`course notebooks OUT_DIR`: the student, instructor (nbgrader) and solved notebooks.
 
-``register(app)`` adds it to the `course` app. Needs nbformat; the solved set also needs
-nbclient and ipykernel (a real Jupyter kernel runs every cell).
+``register(app)`` adds it to the `course` app. Needs nbformat (the course's own dependency);
+the solved set also needs nbclient and ipykernel (a real Jupyter kernel runs every cell), which
+the ``KERNEL_EXTRA`` brings.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Annotated
 import typer
 
 from course.cli.common import fail, lesson_named, show
+
+KERNEL_EXTRA = "instructor"  # the extra of pyproject.toml with nbclient and ipykernel
 
 
 def notebooks(
@@ -25,7 +28,7 @@ def notebooks(
     ] = 120.0,
     execute: Annotated[
         bool,
-        typer.Option(help="Execute the instructor notebooks into solved/ (needs nbclient and ipykernel)."),
+        typer.Option(help=f"Execute the instructor notebooks into solved/ (needs the {KERNEL_EXTRA} extra)."),
     ] = True,
 ) -> None:
     """Build each lesson's notebooks: student (skeleton and test cells; runs without the course,
@@ -35,12 +38,14 @@ def notebooks(
 
     catalog = load_catalog()
     lessons = [lesson_named(catalog, lesson)] if lesson else list(catalog.available())
-    needed = ["nbformat"] + (["nbclient", "ipykernel"] if execute else [])
-    absent = [name for name in needed if not _importable(name)]
+    if not _importable("nbformat"):  # a dependency of the course: its installation is broken
+        fail("Building notebooks needs nbformat, which the course depends on: `pip install nbformat`.")
+    absent = [name for name in ("nbclient", "ipykernel") if execute and not _importable(name)]
     if absent:
         fail(
-            f"Building notebooks needs {', '.join(absent)}: `pip install {' '.join(absent)}` "
-            "(or `--no-execute` to skip the solved set, which needs a Jupyter kernel)."
+            f"The solved notebooks run in a Jupyter kernel, which needs {' and '.join(absent)}: "
+            f'`pip install "attention-course[{KERNEL_EXTRA}]"` (or `--no-execute` to build only '
+            "student/ and instructor/, which needs nothing more)."
         )
     from course.instructor.notebooks import build
 

@@ -1,4 +1,4 @@
-"""`course list`, `course next` and `course check` without typer.
+"""`course list`, `course next`, `course check` and `course --version` without typer.
 
 A learner runs these all day, so they skip importing typer and building the app from every
 command module. ``run`` recognises the arguments these commands declare
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # Per command: its flags (spelling -> parameter) and whether it takes a lesson argument.
 # Every command also takes --workspace DIR / --workspace=DIR / -w DIR.
 COMMANDS: dict[str, tuple[dict[str, str], bool]] = {
-    "list": ({}, False),
+    "list": ({"--json": "as_json"}, False),
     "next": ({"--fresh": "fresh"}, False),
     "check": (
         {
@@ -77,10 +77,21 @@ def _completing() -> bool:
     return any(name.startswith("_") and name.endswith("_COMPLETE") for name in os.environ)
 
 
+def print_version() -> None:
+    """`course --version`: the package's version (``course.__version__``), as ``course X.Y.Z``."""
+    from course import __version__
+
+    sys.stdout.write(f"course {__version__}\n")
+
+
 def run(argv: list[str]) -> bool:
-    """Run the command argv names when ``parse`` recognises it (exiting as typer would: 130 on
-    Ctrl-C, 1 with "Aborted!" on end of input, 1 quietly when the reader of our output has
-    gone); False, having done nothing, when it does not."""
+    """Run the command argv names when ``parse`` recognises it, or print the version for
+    ``--version`` alone (exiting as typer would: 130 on Ctrl-C, 1 with "Aborted!" on end of
+    input, 1 quietly when the reader of our output has gone); False, having done nothing, when
+    it does not."""
+    if argv == ["--version"] and not _completing():
+        print_version()
+        return True
     parsed = parse(argv)
     if parsed is None:
         return False

@@ -60,9 +60,9 @@ def watch(
             upcoming = session.current()
             if upcoming is None:
                 draw(False, lessons.finish(session.catalog, session))
-            else:
+            else:  # the next lesson's goals and first steps, as `course next` introduces it
                 view["lesson"] = upcoming
-                draw()
+                draw(extra=lessons.intro(upcoming, session))
         return True
 
     try:

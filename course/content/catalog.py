@@ -162,6 +162,12 @@ class Catalog(Record):
     def by_module(self, module: str) -> Lesson | None:
         return next((lesson for lesson in self.lessons if lesson.module == module), None)
 
+    def number_of(self, module: str) -> str:
+        """How a message names ``module``'s lesson in a command (`course check 7`): its number;
+        the module itself when no lesson of the catalog has it."""
+        lesson = self.by_module(module)
+        return str(lesson.number) if lesson is not None else module
+
     def resolve(self, name: str) -> Lesson:
         """Find a lesson by ``3``, ``03``, ``l03``, ``l03_attention`` or ``attention``.
 

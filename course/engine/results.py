@@ -60,6 +60,14 @@ class CheckResult:
         self.blamed = function
         self.message += f"\n{sentence}"
 
+    def heading(self) -> str:
+        """What the check checks, for people: its test's docstring (else its name in words), with
+        the case of a parametrised test: ``rows of weights sum to one [float32]``; the first
+        line of what `course check` and a notebook's test cell show about a failure."""
+        base, _, params = self.name.partition("[")
+        words = self.title or base.removeprefix("test_").replace("_", " ")
+        return f"{words} [{params}" if params else words
+
     def rank(self) -> tuple[int, int]:
         """Sort key of a failure: a named mistake first, then by kind (hand-checked first)."""
         return (0 if self.mistake else 1, KINDS.index(self.kind) if self.kind in KINDS else len(KINDS))

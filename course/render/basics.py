@@ -68,10 +68,9 @@ def status(name: str) -> Text:
 def check_title(check: CheckResult) -> str:
     """The check's title, as its grading test words it (its docstring), with the case of a
     parametrised test: ``rows of weights sum to one [float32]``. A test without one (a lesson
-    being written: `course dev check` asks for one) shows its name."""
-    base, _, params = check.name.partition("[")
-    words = check.title or base.removeprefix("test_").replace("_", " ")
-    return f"{words} [{params}" if params else words
+    being written: `course dev check` asks for one) shows its name. (``CheckResult.heading``:
+    the notebooks' test cells word it the same.)"""
+    return check.heading()
 
 
 def lesson_heading(lesson: Lesson) -> str:

@@ -1,6 +1,7 @@
-"""The screens about grades: `course check` (``result_screen``), `course next` and one screen of
-`course watch`. The lesson screens are in ``course.render.lessons``, the pieces every screen is
-made of in ``course.render.basics``. Nothing here prints: the CLI hands these to a console.
+"""The screens about grades: `course check` (``result_screen``, and ``all_summary`` under
+`--all`), `course next` and one screen of `course watch`. The lesson screens are in
+``course.render.lessons``, the pieces every screen is made of in ``course.render.basics``.
+Nothing here prints: the CLI hands these to a console.
 
 Every screen must read well without colour (NO_COLOR, pipes): status is always a word, and colour
 only repeats it. Text that comes from learner code is shown as plain Text, never as markup.
@@ -21,6 +22,8 @@ from course.render.basics import STYLE, check_title, lesson_heading, notices, pl
 from course.render.lessons import finish, intro, welcome
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from course.content.catalog import Lesson
     from course.engine.results import CheckResult, LessonResult
     from course.workspace.actions import NextStep
@@ -85,6 +88,19 @@ def result_screen(
         )
     parts.append(_what_now(lesson, result, session, watching))
     return Group(*parts)
+
+
+def all_summary(results: Sequence[LessonResult]) -> Text:
+    """The last line of `course check --all`, under every lesson's screen: how many lessons
+    and how many checks passed over the whole course."""
+    counts = [result.counts() for result in results]
+    lessons = sum(result.passed for result in results)
+    checks = sum(each["passed"] for each in counts)
+    total = sum(sum(each.values()) for each in counts)
+    return Text(
+        f"{lessons} of {len(results)} lessons passed; {checks} of {total} checks passed.",
+        style="bold green" if lessons == len(results) else "bold",
+    )
 
 
 def _problem_panel(exercise: str, check: CheckResult) -> Panel:

@@ -125,7 +125,8 @@ def check_many(
             if pending and not result.note:
                 result.note = (
                     f"This lesson uses your {pending[0]}.py, which has not passed its own "
-                    f"check yet (`course check {pending[0]}`): a problem there shows here."
+                    f"check yet (`course check {session.catalog.number_of(pending[0])}`): a problem "
+                    "there shows here."
                 )
 
     def record_all(state: state_file.State) -> None:

@@ -28,11 +28,14 @@ class Upstream:
 
     def sentence(self, module: str) -> str:
         """The pointer the learner reads under the traceback."""
+        from course.content.catalog import load_catalog
+
         shown = f":\n    {self.code}" if self.code else "."
+        number = load_catalog().number_of(self.raised_in)
         return (
             f"This error is raised in your {self.raised_in}.py, called from line {self.line} of "
             f"{module}.py (in {self.function}){shown}\nIf {self.raised_in}.py passes its own checks "
-            f"(`course check {self.raised_in}`), the bug is in what that line passes to it: "
+            f"(`course check {number}`), the bug is in what that line passes to it: "
             "compare the shapes of its arguments with what the function expects."
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from course.content.catalog import Lesson
+from course.content.catalog import Lesson, load_catalog
 from course.engine.results import PASSED, LessonResult
 
 
@@ -49,5 +49,6 @@ def earlier_lessons(result: LessonResult, lesson: Lesson, not_passing: Collectio
                 check.blame(
                     culprit,
                     f"`{exercise.name}` uses your `{function}` from {module}.py, which does not "
-                    f"pass its own check (`course check {module}`): fix it first.",
+                    f"pass its own check (`course check {load_catalog().number_of(module)}`): fix it "
+                    "first.",
                 )

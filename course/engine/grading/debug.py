@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,10 @@ class InProcessModule:
 
 
 def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int:
-    """pytest's own run of the lesson's tests, in this process; returns pytest's exit code."""
+    """pytest's own run of the lesson's tests, in this process. Returns 0 only when every test
+    ran and passed, as `course check` would pass the lesson (where a skipped test counts as not
+    passed): else pytest's exit code, or 1. A lesson file that cannot be imported (a syntax
+    error, an exception, even ``sys.exit(0)``) gets its own error, its own frames only, and 1."""
     import pytest
 
     from course.engine.grading import plugin
@@ -77,6 +81,8 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
     from course.engine.testing import compare
 
     class DebugPlugin:
+        skipped = 0
+
         def pytest_configure(self, config: pytest.Config) -> None:
             config.stash[plugin.LEARNER] = learner
             config.addinivalue_line("markers", "exercise(name): the exercise a test grades")
@@ -84,10 +90,20 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
             if compare.settings is not None:
                 compare.settings.load_profile("grading")
 
+        def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+            self.skipped += report.skipped
+
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ.pop("PYTEST_ADDOPTS", None)
     print(BANNER, flush=True)
-    learner = InProcessModule(Path(source_dir).resolve(), lesson.module)
+    folder = Path(source_dir).resolve()
+    try:
+        learner = InProcessModule(folder, lesson.module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as problem:  # SystemExit and pytest's outcomes included: the file's own
+        print(import_failure(lesson, problem, folder), end="", flush=True)
+        return 1
     test_file = lesson.grading_tests
     args = [
         str(test_file),
@@ -104,4 +120,26 @@ def run(lesson: Lesson, source_dir: Path, extra: list[str] | None = None) -> int
         "-q",
         *(extra or []),
     ]
-    return int(pytest.main(args, plugins=[DebugPlugin(), plugin]))
+    debugging = DebugPlugin()
+    code = int(pytest.main(args, plugins=[debugging, plugin]))
+    if code == 0 and debugging.skipped:
+        print(f"{debugging.skipped} skipped: a skipped check counts as not passed.", flush=True)
+        return 1
+    return code
+
+
+def import_failure(lesson: Lesson, problem: BaseException, folder: Path) -> str:
+    """Why the learner's lesson file could not be imported: the frames in the learner's files
+    (none of the course's import machinery) and the error itself."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(problem.__traceback__)
+        if Path(frame.filename).parent == folder
+    ]
+    return "".join(
+        [
+            f"Your {lesson.file_name} could not be imported:\n",
+            *traceback.format_list(frames),
+            *traceback.format_exception_only(type(problem), problem),
+        ]
+    )

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course.content.catalog import Lesson
+from course.content.catalog import Lesson, load_catalog
 from course.engine.calls import errors, learner_module
 from course.engine.grading import blame
 from course.engine.results import (
@@ -53,8 +53,6 @@ def missing_file_result(lesson: Lesson, source_dir: Path) -> LessonResult:
 def _imported_lessons(lesson: Lesson) -> list[Lesson]:
     """The earlier lessons ``lesson`` imports, directly or not, as the course's own skeletons
     import them (read from those trusted sources, never from the learner's files)."""
-    from course.content.catalog import load_catalog
-
     by_module = {entry.module: entry for entry in load_catalog().lessons}
     found: list[Lesson] = []
     pending = [lesson]
@@ -197,17 +195,19 @@ def _earlier_lesson_at_fault(lesson: Lesson, info: dict) -> tuple[str, str]:
     modules = learner_module.lesson_modules(lesson.module)
     syntax = info.get("syntax") or {}
     broken = str(syntax.get("file", "")).removesuffix(".py") if isinstance(syntax, dict) else ""
+    number_of = load_catalog().number_of
     if broken in modules and broken != lesson.module:
         return broken, (
             f"{lesson.file_name} imports your {broken}.py, which has a syntax error (line "
             f"{syntax.get('line')}), so none of this lesson can run: fix it first "
-            f"(`course check {broken}`)."
+            f"(`course check {number_of(broken)}`)."
         )
     missing = str(info.get("missing_module", ""))
     if info.get("type") == "ModuleNotFoundError" and missing in modules and missing != lesson.module:
         return missing, (
             f"{lesson.file_name} imports your {missing}.py, which is not in your workspace: "
-            f"`course reset {missing}` brings back its fresh skeleton, or put your own copy back."
+            f"`course reset {number_of(missing)}` brings back its fresh skeleton, or put your own "
+            "copy back."
         )
     return "", ""
 
@@ -216,9 +216,10 @@ def _dependency_note(lesson: Lesson, plugin: GradingPlugin) -> str:
     """One line when a check ran into an earlier lesson's function that is still a stub."""
     for record in plugin.records.values():
         if record.dependency:
+            number = load_catalog().number_of(record.dependency)
             return (
                 f"This lesson uses your {record.dependency}.py, which is not finished yet: "
-                f"finish that lesson first (`course check {record.dependency}`)."
+                f"finish that lesson first (`course check {number}`)."
             )
     return ""
 

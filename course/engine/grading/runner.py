@@ -18,7 +18,7 @@ from pathlib import Path
 from course.content.catalog import Lesson
 from course.engine import integrity
 from course.engine.calls import learner_module
-from course.engine.grading import kept_examples
+from course.engine.grading import kept_examples, learner_imports
 from course.engine.grading.report import (
     assemble,
     encoding_notice,
@@ -222,7 +222,13 @@ def finish(
     learner's folder and the course's tests (``modified``: grading files found changed), and
     its duration since ``started``."""
     misconceptions.label(result)
-    notices = [encoding_notice(source_dir / lesson.file_name), ignored_files_notice(lesson, source_dir)]
+    notices = [
+        encoding_notice(source_dir / lesson.file_name),
+        ignored_files_notice(lesson, source_dir),
+        learner_imports.outside_notice(
+            source_dir / lesson.file_name, learner_module.lesson_modules(lesson.module)
+        ),
+    ]
     if secret.in_use():
         notices.append(SECRET_NOTICE)
     if modified:

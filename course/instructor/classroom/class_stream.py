@@ -40,7 +40,7 @@ from course.engine.results import PASSED, LessonResult
 from course.engine.sandbox import cgroups, landlock
 from course.engine.sandbox.limits import Limits
 from course.engine.sandbox.process import Worker
-from course.instructor.classroom import literals, similarity
+from course.instructor.classroom import lesson_problems, literals, similarity
 from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import disagreements, lesson_summary, open_bundle
 
@@ -198,7 +198,9 @@ class Ahead:
             return
         row["problems"] += opened.problems
         row["fingerprints"] = similarity.fingerprints(opened.sources, self.lessons)  # before any code runs
+        row["helper_fingerprints"] = similarity.helper_fingerprints(opened.helpers)
         row["literals"] = literals.sizes(opened.sources, self.lessons)
+        row["helper_literals"] = literals.helper_sizes(opened.helpers)
         if self.grouped:
             bundle.group = cgroups.SubmissionGroup.make(SUBMISSION_MEMORY)
             if bundle.group is None:
@@ -328,6 +330,7 @@ class Ahead:
         row = bundle.row
         row["lessons"] = {module: entry for module, entry in row["lessons"].items() if entry is not None}
         _blame_earlier_lessons(row["lessons"])
+        lesson_problems.explain(row)  # why a lesson is "error", timed out, or the row not graded
         if row["outcome"] == GRADED:
             row["problems"] += disagreements(bundle.claimed, row["lessons"])
         row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote the bundle
@@ -408,7 +411,7 @@ def _missing(module: str) -> dict:
 
 def _content_digest(folder: Path, module: str) -> str:
     """What a sealed grade of ``module`` in ``folder`` depends on besides the course: the
-    bytes of every file there (a bundle's folder holds only its lesson files)."""
+    bytes of every file there (a bundle's folder holds only its lesson files and helpers)."""
     digest = hashlib.sha256(f"{module}\0".encode())
     for path in sorted(folder.iterdir()):
         digest.update(f"{path.name}\0".encode())

@@ -75,6 +75,8 @@ def _row_suites(root: ET.Element, row: dict, totals: dict) -> None:
         suite = _suite(root, f"{row['file']}: {module}", row)
         tests = failures = errors = 0
         checks = [(e["name"], c) for e in (entry["result"] or {}).get("exercises", []) for c in e["checks"]]
+        # why nothing of the lesson could run (it could not be imported): told with each error
+        why = _text((entry["result"] or {}).get("message") or "", lines=True)
         if not checks:  # the lesson file was not in the bundle
             checks = [
                 (
@@ -102,7 +104,8 @@ def _row_suites(root: ET.Element, row: dict, totals: dict) -> None:
                 ET.SubElement(case, "failure", message=first, type=status).text = message
             elif status in (ERROR, TIMEOUT):
                 errors += 1
-                ET.SubElement(case, "error", message=first, type=status).text = message
+                told = f"{message}\n{why}" if why and why not in message else message
+                ET.SubElement(case, "error", message=first, type=status).text = told
             elif status != PASSED:
                 errors += 1
                 ET.SubElement(case, "error", message=status, type="unknown")

@@ -107,7 +107,8 @@ def grade_folder(
     """Grade every submission of ``folder`` (its bundles, else its notebooks:
     ``notebook_submissions``) with ``workers`` processes (default: the cores). ``same``: lesson
     files of bundles identical to ones graded before in the same grading process get that grade
-    again; False grades every bundle in full."""
+    again; False grades every bundle in full. The flags of ``similarity`` and ``literals`` are
+    problems of their rows, and kept under ``flags`` too (a feedback file leaves them out)."""
     from course.instructor.classroom import notebook_submissions
 
     started = time.monotonic()
@@ -126,8 +127,12 @@ def grade_folder(
         jobs = {found.key: found for found in notebook_submissions.submissions_in(folder)}
         rows = _grade_notebooks(jobs, modules, workers, on_row)
         ordered = [rows[key] for key in jobs]
+    unflagged = [len(row["problems"]) for row in ordered]
     similarity.flag(ordered, lessons)
     literals.flag(ordered, lessons)
+    for row, count in zip(ordered, unflagged, strict=True):
+        if row["problems"][count:]:  # kept apart too: a student's feedback file leaves them out
+            row["flags"] = row["problems"][count:]
     return Report(ordered, points, workers, time.monotonic() - started)
 
 
@@ -223,6 +228,30 @@ def _crashed(path: str, why: str) -> dict:
     row = class_stream.new_row(Path(path).name)
     class_stream.failed(row, why)
     return row
+
+
+def exit_code(report: Report) -> int:
+    """`course grade`'s exit code: 0 when every row was graded without a problem, 1 when some
+    row needs a look (a problem or a flag), 2 when the grader itself failed on some row."""
+    if any(row.get("outcome") == class_stream.CRASHED for row in report.rows):
+        return 2
+    return 1 if any(row.get("problems") for row in report.rows) else 0
+
+
+def summary(report: Report) -> list[str]:
+    """What `course grade` says of the class once it is graded: the rows that need a look."""
+    troubled = sum(bool(row.get("problems")) for row in report.rows)
+    alike = sum(bool(row.get("similar")) for row in report.rows)
+    failed = sum(row.get("outcome") == class_stream.CRASHED for row in report.rows)
+    lines = [f"{troubled} with problems (see the problems column)." if troubled else "No problems found."]
+    if alike:
+        lines.append(f"{alike} with the same code as a reference solution or another submission (flagged).")
+    if failed:
+        lines.append(
+            f"The grader itself failed on {failed} ({class_stream.CRASHED}): not the submission's "
+            "fault. Grade the folder again; if it fails again, please report it."
+        )
+    return lines
 
 
 def total(row: dict) -> int:

@@ -63,15 +63,21 @@ def sizes(sources: Mapping[str, bytes], lessons: Iterable[Lesson]) -> dict[str, 
     return found
 
 
+def helper_sizes(helpers: Mapping[str, bytes]) -> dict[str, int]:
+    """Each helper module's literal bytes (by file name): a helper has no skeleton, so all."""
+    return {file: beyond_skeleton(source, b"") for file, source in helpers.items()}
+
+
 def flag(rows: Sequence[dict], lessons: Sequence[Lesson]) -> None:
     """Add a problem to every row whose lesson file holds more than ``LIMIT`` bytes of literals
-    beyond its skeleton's."""
-    for lesson in lessons:
-        for row in rows:
-            held = row.get("literals", {}).get(lesson.module, 0)
-            if isinstance(held, int) and held > LIMIT:
+    beyond its skeleton's, or whose helper module (``utils.py``) holds more than ``LIMIT``."""
+    for row in rows:
+        held = {lesson.file_name: row.get("literals", {}).get(lesson.module, 0) for lesson in lessons}
+        held.update(row.get("helper_literals", {}))
+        for file, size in held.items():
+            if isinstance(size, int) and size > LIMIT:
                 row["problems"].append(
-                    f"{lesson.file_name} holds {held / 1024:.1f} KiB of string, bytes and number "
-                    f"literals beyond the skeleton's (more than {LIMIT // 1024} KiB: data, such as "
+                    f"{file} holds {size / 1024:.1f} KiB of string, bytes and number literals "
+                    f"beyond the skeleton's (more than {LIMIT // 1024} KiB: data, such as "
                     "memorised answers?)"
                 )

@@ -3,10 +3,11 @@
 
 Nothing a kernel printed is trusted: outputs are never read. Each notebook's lesson module is
 taken from the file's cells by ``course.instructor.notebooks.cells.notebook_module`` (the rule
-the in-kernel grading cell applies), written to a fresh folder next to the course's reference
-code of the earlier lessons it imports (the code the notebook gives, on both routes), and
-graded by the isolated, sealed grader, like a bundle's file. A row is one student (nbgrader)
-or one notebook file (a flat folder); its shape is the bundle rows' (``gradebook``).
+the in-kernel grading cell applies), written with stand-ins for the IPython builtins it names
+(``cells.graded_source``) to a fresh folder next to the course's reference code of the earlier
+lessons it imports (the code the notebook gives, on both routes), and graded by the isolated,
+sealed grader, like a bundle's file. A row is one student (nbgrader) or one notebook file (a
+flat folder); its shape is the bundle rows' (``gradebook``).
 
 A student's folder is hostile input like a bundle: nothing in it is read through a symbolic
 link. Each file is opened component by component below the submissions folder with
@@ -29,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.content.catalog import Catalog, Lesson, load_catalog
-from course.instructor.classroom import literals, similarity
+from course.instructor.classroom import lesson_problems, literals, similarity
 from course.instructor.classroom.safe_text import safe_text
 from course.instructor.classroom.submissions import lesson_summary
 from course.instructor.notebooks.build import earlier_modules
-from course.instructor.notebooks.cells import notebook_module
+from course.instructor.notebooks.cells import graded_source, notebook_module
 from course.instructor.notebooks.text import reference_code
 
 MAX_NOTEBOOK_BYTES = 8 * 1024**2
@@ -193,7 +194,7 @@ def grade_submission(submission: NotebookSubmission, modules: list[str]) -> dict
         sources[lesson.file_name] = code.encode("utf-8")
         folder = Path(tempfile.mkdtemp(prefix="course-notebook-"))
         try:
-            (folder / lesson.file_name).write_text(code, encoding="utf-8")
+            (folder / lesson.file_name).write_text(graded_source(code), encoding="utf-8")
             for module in earlier_modules(lesson, catalog):
                 earlier = catalog.by_module(module)
                 if earlier is not None:
@@ -218,6 +219,7 @@ def grade_submission(submission: NotebookSubmission, modules: list[str]) -> dict
     chosen = [lesson for lesson in map(catalog.by_module, modules) if lesson is not None]
     row["fingerprints"] = similarity.fingerprints(sources, chosen)
     row["literals"] = literals.sizes(sources, chosen)
+    lesson_problems.explain(row)  # why a lesson is "error" or timed out
     row["problems"] = [safe_text(problem) for problem in row["problems"]]  # they quote file names
     return row
 

@@ -1,16 +1,23 @@
 """Submission bundles: what `course submit` writes and what `course grade` opens, defensively.
 
 A bundle is a zip holding the learner's lesson files (only the catalog's lesson modules found in
-the workspace, at the top level) and ``result.json``: the learner's own grading at submission
-time (per lesson and exercise: status and points), the course version, the sha256 of each file,
-the UTC time and the learner's name. The instructor never trusts ``result.json``: `course grade`
-re-grades the files and reports where the claim and the re-grade disagree.
+the workspace, at the top level), the helper modules they import from the workspace (``NAME.py``
+files, followed from import to import: ``own_modules``) and ``result.json``: the learner's own
+grading at submission time (per lesson and exercise: status and points), the course version, the
+sha256 of each file, the UTC time and the learner's name. The instructor never trusts
+``result.json``: `course grade` re-grades the files and reports where the claim and the re-grade
+disagree. `course submit` writes nothing when a helper cannot be one (named like the standard
+library, an installed package, a lesson or a hook such as ``conftest``: ``learner_imports``), when
+a lesson file imports at its top what is neither numpy, the standard library nor the learner's,
+or when the bundle would pass the limits below.
 
 Points: one point per passed check; a lesson's (and an exercise's) maximum is its number of
 checks. Opening a bundle refuses anything an honest `course submit` never writes: not a zip,
 truncated or failing its checksums, more than ``MAX_MEMBERS`` members or ``MAX_TOTAL_BYTES``
-uncompressed (zip bombs), names with ``..``, absolute paths, backslashes or links. Unknown
-members are reported and never extracted (a ``numpy.py`` must not shadow numpy).
+uncompressed (zip bombs), names with ``..``, absolute paths, backslashes or links. Helpers are
+extracted beside the lesson files when a lesson file imports them (as `course submit` found
+them); a ``NAME.py`` that cannot be a helper is reported with the reason and never extracted, and
+other unknown members are reported and never extracted (a ``numpy.py`` must not shadow numpy).
 
 The bundle file itself is opened without following a symbolic link, and refused unread when it
 is not a regular file, is larger than ``MAX_BUNDLE_BYTES``, or when the end of its central
@@ -40,6 +47,7 @@ from typing import BinaryIO, cast
 
 from course import __version__
 from course.content.catalog import Catalog, Lesson
+from course.engine.grading import learner_imports
 from course.engine.results import PASSED, LessonResult
 
 RESULT_FILE = "result.json"
@@ -134,6 +142,9 @@ def build_bundle(
             "in your workspace (or pass --workspace DIR)."
         )
     contents = {lesson.file_name: (folder / lesson.file_name).read_bytes() for lesson in chosen}
+    helpers = own_modules(folder, contents, catalog)
+    contents.update(helpers)
+    _within_limits(contents)
     summaries = [lesson_summary(grade(lesson, folder)) for lesson in chosen]
     payload = {
         "schema": SCHEMA,
@@ -143,10 +154,13 @@ def build_bundle(
         "submitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "points_rule": POINTS_RULE,
         "files": {file: sha256(data) for file, data in contents.items()},
+        "helpers": sorted(helpers),
         "lessons": summaries,
         "total_points": sum(s["points"] for s in summaries),
         "max_points": sum(s["max_points"] for s in summaries),
     }
+    claim = (json.dumps(payload, indent=2) + "\n").encode("utf-8")
+    _within_limits({**contents, RESULT_FILE: claim})
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
@@ -154,12 +168,84 @@ def build_bundle(
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
             for file, data in contents.items():
                 bundle.writestr(file, data)
-            bundle.writestr(RESULT_FILE, json.dumps(payload, indent=2) + "\n")
+            bundle.writestr(RESULT_FILE, claim)
         partial.replace(out)
     except OSError as error:
         partial.unlink(missing_ok=True)
         raise SubmissionProblem(f"Could not write {out}: {error.strerror or error}.") from None
     return payload
+
+
+def own_modules(folder: Path, lesson_sources: dict[str, bytes], catalog: Catalog) -> dict[str, bytes]:
+    """The learner's helper modules (file name -> bytes) that the lesson files (file name ->
+    bytes) import from ``folder``, directly or through one another, found by reading their
+    syntax trees. ``SubmissionProblem`` when one cannot be a helper, when a lesson file imports a
+    package folder of the workspace, or when a lesson file or helper imports at its top what is
+    neither numpy, the standard library nor the learner's own: grading would not find it."""
+    lessons = {lesson.module for lesson in catalog.lessons}
+    packages: list[str] = []
+    unread: list[str] = []
+    find = learner_imports.folder_lookup(folder)
+
+    def lookup(name: str) -> bytes | None:
+        if (folder / f"{name}.py").is_file():
+            source = find(name)
+            if source is None:  # larger than a bundle's member may be, or unreadable
+                unread.append(f"{name}.py")
+            return source
+        if (folder / name).is_dir() and not learner_imports.not_a_helper(name, (), folder):
+            packages.append(name)
+        return None
+
+    found = learner_imports.reach(lesson_sources.values(), lookup, lessons)
+    again = " Nothing was written."
+    if unread:
+        raise SubmissionProblem(
+            f"Your lesson files import {unread[0]} from your workspace, which cannot be read or "
+            f"is larger than {MAX_FILE_BYTES} bytes (a bundle's limit per file).{again}"
+        )
+    for name in found:
+        why = learner_imports.not_a_helper(name, lessons, folder)
+        if why:
+            raise SubmissionProblem(
+                f"Your lesson files import {name}.py from your workspace, but it is {why}: "
+                f"rename it (and the imports of it), then submit again.{again}"
+            )
+    if packages:
+        raise SubmissionProblem(
+            f"Your lesson files import the folder {packages[0]}/ from your workspace: `course "
+            f"submit` bundles helper modules as single files only ({packages[0]}.py).{again}"
+        )
+    helpers = {f"{name}.py": source for name, source in found.items()}
+    for file, source in {**lesson_sources, **helpers}.items():
+        foreign = learner_imports.outside([source], set(found), lessons)
+        if foreign:
+            raise SubmissionProblem(
+                f"{file} imports {', '.join(foreign[:3])}, which is neither numpy, Python's "
+                "standard library nor a module of your workspace: a class is graded with numpy "
+                f"and the standard library only. Remove that import, then submit again.{again}"
+            )
+    return helpers
+
+
+def _within_limits(contents: dict[str, bytes]) -> None:
+    """``SubmissionProblem`` when a bundle of ``contents`` (member name -> bytes; one member
+    for ``result.json`` is counted when it is not there yet) is one `course grade` refuses."""
+    members = len(contents) + (RESULT_FILE not in contents)
+    total = sum(map(len, contents.values()))
+    largest = max(contents, key=lambda file: len(contents[file]))
+    if members > MAX_MEMBERS:
+        problem = f"{members} files (at most {MAX_MEMBERS}, result.json included)"
+    elif len(contents[largest]) > MAX_FILE_BYTES:
+        problem = f"{largest} is {len(contents[largest])} bytes (at most {MAX_FILE_BYTES} per file)"
+    elif total > MAX_TOTAL_BYTES:
+        problem = f"{total} bytes in all (at most {MAX_TOTAL_BYTES})"
+    else:
+        return
+    raise SubmissionProblem(
+        f"This bundle would hold {problem}: `course grade` refuses it. Submit fewer lessons "
+        "(--lessons) or make the files smaller. Nothing was written."
+    )
 
 
 # -- opening a bundle ---------------------------------------------------------------------------
@@ -169,6 +255,8 @@ class Opened:
 
     files: dict[str, str] = field(default_factory=dict)  # lesson file name -> sha256
     sources: dict[str, bytes] = field(default_factory=dict)  # lesson file name -> its bytes
+    helpers: dict[str, bytes] = field(default_factory=dict)  # helper file name -> its bytes
+    refused_helpers: list[str] = field(default_factory=list)  # NAME.py members never extracted
     claimed: dict | None = None  # the parsed result.json, untrusted
     problems: list[str] = field(default_factory=list)
     refused: str = ""
@@ -302,21 +390,24 @@ def _open_archive(handle: BinaryIO, into: Path, catalog: Catalog, opened: Opened
             if len(set(names)) != len(names):
                 opened.refused = "refused: the same member name appears twice"
                 return
-            extra = [n for n in names if n not in known and n != RESULT_FILE and not n.endswith("/")]
+            for info in infos:
+                if info.filename in known:
+                    opened.sources[info.filename] = _read(archive, info)
+                elif info.filename == RESULT_FILE:
+                    opened.claimed = _parse_claim(_read(archive, info), opened.problems)
+            opened.helpers = _helpers(archive, infos, opened, catalog)
+            taken = {*known, *opened.helpers, *opened.refused_helpers, RESULT_FILE}
+            extra = [n for n in names if n not in taken and not n.endswith("/")]
             if extra:
                 opened.problems.append(
                     "extra files ignored: "
                     + ", ".join(sorted(extra)[:5])
                     + (" ..." if len(extra) > 5 else "")
                 )
-            for info in infos:
-                if info.filename in known:
-                    data = _read(archive, info)
-                    (into / info.filename).write_bytes(data)
-                    opened.files[info.filename] = sha256(data)
-                    opened.sources[info.filename] = data
-                elif info.filename == RESULT_FILE:
-                    opened.claimed = _parse_claim(_read(archive, info), opened.problems)
+            for file, data in {**opened.sources, **opened.helpers}.items():
+                (into / file).write_bytes(data)
+                if file in opened.sources:
+                    opened.files[file] = sha256(data)
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -332,12 +423,38 @@ def _open_archive(handle: BinaryIO, into: Path, catalog: Catalog, opened: Opened
         opened.refused = f"refused: not a readable zip file ({_short(error)})"
         opened.files.clear()
         opened.sources.clear()
+        opened.helpers.clear()
         return
     if RESULT_FILE not in names:
         opened.problems.append(f"no {RESULT_FILE} (not made by `course submit`?)")
     if not opened.files:
         opened.problems.append("no lesson files in the bundle")
     _check_claim_header(opened, catalog)
+
+
+def _helpers(
+    archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], opened: Opened, catalog: Catalog
+) -> dict[str, bytes]:
+    """The top-level ``NAME.py`` members that the bundle's lesson files import, directly or
+    through one another (file name -> bytes), as `course submit` finds helpers. One that cannot
+    be a helper (``learner_imports.not_a_helper``) is never read: the row says why."""
+    lessons = {lesson.module for lesson in catalog.lessons}
+    offered: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        stem = info.filename[:-3]
+        if info.filename.endswith(".py") and stem.isidentifier() and stem not in lessons:
+            why = learner_imports.not_a_helper(stem, lessons)
+            if why:
+                opened.refused_helpers.append(info.filename)
+                opened.problems.append(f"{info.filename} not extracted: it is {why}")
+            else:
+                offered[stem] = info
+
+    def lookup(name: str) -> bytes | None:
+        return _read(archive, offered[name]) if name in offered else None
+
+    found = learner_imports.reach(opened.sources.values(), lookup, lessons)
+    return {f"{name}.py": source for name, source in found.items()}
 
 
 def _short(error: BaseException) -> str:
@@ -367,7 +484,8 @@ def _check_claim_header(opened: Opened, catalog: Catalog) -> None:
         opened.problems.append(f"made for another course ({str(claim.get('course'))[:60]!r})")
     files = claim.get("files")
     hashes: dict = files if isinstance(files, dict) else {}
-    changed = [f for f, digest in opened.files.items() if hashes.get(f) != digest]
+    held = {**opened.files, **{file: sha256(data) for file, data in opened.helpers.items()}}
+    changed = [f for f, digest in held.items() if hashes.get(f) != digest]
     if changed:
         opened.problems.append("sha256 in result.json does not match: " + ", ".join(changed))
 

@@ -11,8 +11,9 @@ The earlier lessons a lesson imports are given as visible code (the course's ref
 becomes modules in the kernel's memory: the notebook needs no file and, to run, no course
 package. The setup cell records the cells the learner runs; the grading cell grades them as
 the lesson module (``course.instructor.notebooks.cells``: the rule `course grade` applies to
-the notebook file) with ``course.engine.grading.runner.grade``, and each test cell shows one
-line and has as value the exercise's points: its passed checks, which nbgrader reads as
+the notebook file) with ``course.engine.grading.runner.grade``, and each test cell shows a
+line, with what `course check` shows about a failed check below it, and has as value the
+exercise's points: its passed checks, which nbgrader reads as
 partial credit (the cell's ``points`` are the exercise's number of checks). Cell ids come from
 the lesson and the cell's index, so a rebuild is identical. nbformat is needed to build;
 nbclient and ipykernel to execute.
@@ -161,8 +162,9 @@ def build(lesson: Lesson, catalog: Catalog, variant: str) -> dict:
     cells.append(
         v4.new_markdown_cell(
             "## Tests\n\nRun these cells once the functions above are written (Run All runs them "
-            "too). Each shows one line for its exercise; the cell's value is the points it earns, "
-            "one per passed check, the same points as `course grade`.",
+            "too). Each shows a line for its exercise, and what `course check` shows about a check "
+            "that failed; the cell's value is the points it earns, one per passed check, the same "
+            "points as `course grade`.",
             metadata=_meta("tests_text"),
         )
     )

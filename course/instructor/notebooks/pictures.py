@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from course.instructor.notebooks import cells
+
 NO_MATPLOTLIB = 'No pictures: matplotlib is not installed (`pip install "attention-course[notebooks]"`).'
 
 
@@ -32,7 +34,7 @@ def draw(module: str, code: str, earlier: Mapping[str, str]) -> tuple[list[bytes
     if lesson is None or not lesson.pictures.is_file():
         return [], "This lesson has no pictures."
     with tempfile.TemporaryDirectory(prefix="course-pictures-") as scratch:
-        Path(scratch, lesson.file_name).write_text(code, encoding="utf-8")
+        Path(scratch, lesson.file_name).write_text(cells.graded_source(code), encoding="utf-8")
         for name, text in earlier.items():
             Path(scratch, f"{name}.py").write_text(text, encoding="utf-8")
         drawn = maps.attention_maps(lesson, Path(scratch))

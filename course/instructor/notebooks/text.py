@@ -104,7 +104,8 @@ result, why = None, "no grader in this kernel"
 
 
 def check_exercise(name):
-    """One line about one exercise; the cell's value is its points (one per passed check)."""
+    """A line about one exercise (and a failed check as `course check` shows it); the cell's
+    value is its points (one per passed check)."""
     if result is None:
         print(f"{{name}}: not graded ({{why}}).")
         return 0

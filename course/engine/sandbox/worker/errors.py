@@ -9,12 +9,15 @@ anything of the learner's runs.
 from __future__ import annotations
 
 import errno
+import os
 import traceback
 from pathlib import Path
 from typing import Any
 
 OUTPUT_LIMIT = 8 * 1024 * 1024
-confined = {"abi": 0}  # the Landlock ABI this worker confined itself with (0: none), set by main
+# The Landlock ABI this worker confined itself with (0: none), and, for a sealed grade, the paths
+# it may read: set by main.
+confined: dict[str, Any] = {"abi": 0}
 
 
 def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
@@ -34,6 +37,23 @@ def _learner_frames(tb: Any, source_dir: Path) -> list[dict]:
     return frames
 
 
+def _what_it_may_not(filename: str) -> str:
+    """Why a graded worker was refused ``filename``: a path outside what a sealed grade may read
+    (``confined["readable"]``) was a read; anything else, a write."""
+    readable = confined.get("readable")
+    if isinstance(readable, list):
+        path = os.path.abspath(filename)
+        if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in readable):
+            return (
+                "while it is graded, your code may read only your own folder, Python and its "
+                "libraries: nothing of the course's, another submission's or the system's"
+            )
+    return (
+        "while it is graded, your code may write no file, not even in its working folder: "
+        "return your results instead of saving them"
+    )
+
+
 def describe_error(exc: BaseException, source_dir: Path) -> dict:
     """``exc`` as plain data: its type and message, the learner's frames (files in
     ``source_dir``), ``origin`` (the module of the innermost one) and, for a syntax error, where."""
@@ -51,10 +71,7 @@ def describe_error(exc: BaseException, source_dir: Path) -> dict:
             f"sys.exit({exc.code!r}) was called instead of returning a value; remove it from your file."
         )[:500]
     if isinstance(exc, PermissionError) and exc.filename is not None and confined["abi"]:
-        info["message"] = (
-            f"{message} (while it is graded, your code may write no file, not even in its "
-            "working folder: return your results instead of saving them)"
-        )[:2000]
+        info["message"] = f"{message} ({_what_it_may_not(str(exc.filename))})"[:2000]
     if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
         info["type"] = "OutputLimit"
         info["message"] = (

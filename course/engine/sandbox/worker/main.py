@@ -154,6 +154,8 @@ def main(argv: list[str]) -> int:
     readable = order.get("readable")
     # A submission graded in a class reads only what it needs, and starts no process: its
     # memory is its workers' (``seccomp.forbid_processes``).
+    if readable is not None and isinstance(readable, list):
+        confined["readable"] = [str(path) for path in readable]
     if readable is not None and not (
         isinstance(readable, list)
         and landlock.restrict_reads([str(path) for path in readable])
