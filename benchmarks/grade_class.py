@@ -8,6 +8,10 @@ after the other (then again in the other order with --repeat 2), and must produc
 gradebook. Hostile code runs under COURSE_LIMITS="call=1,import=2,run=20" (it only tightens
 the limits) so that it costs seconds, not minutes.
 
+With --honest the class holds correct and wrong bundles only (two to one): hostile code costs
+wall time its time limits allow, not CPU, so it dilutes what a second core is worth; run both
+to report the two side by side.
+
 Only lessons 1-3 are graded by default (the generated bundles hold those three files), which
 keeps the run to a few minutes; --lessons 1,2,3,4 grades more.
 
@@ -17,6 +21,7 @@ with it; with --baseline REF the course as of that commit (exported with `git ar
 checked out) is timed beside, on the same class, and every run must give the same gradebook.
 
     python benchmarks/grade_class.py [--count 40] [--lessons 1,2,3] [--repeat 1] [--baseline 80f4076]
+    python benchmarks/grade_class.py --honest   # correct and wrong bundles only: what 2 cores are worth
 """
 
 from __future__ import annotations
@@ -94,12 +99,13 @@ def write_bundle(path: Path, name: str, files: dict[str, str]) -> None:
         bundle.writestr("result.json", json.dumps(claim))
 
 
-def generate(folder: Path, count: int, modules: list[str]) -> dict[str, int]:
-    """Write ``count`` bundles: 50% correct, 25% wrong, 15% hostile, 10% corrupt."""
+def generate(folder: Path, count: int, modules: list[str], honest: bool = False) -> dict[str, int]:
+    """Write ``count`` bundles: 50% correct, 25% wrong, 15% hostile, 10% corrupt; ``honest``:
+    two thirds correct, one third wrong, nothing hostile or corrupt."""
     rng = random.Random(6)
     solved = {m: (REPO / "solutions" / f"{m}.py").read_text() for m in modules}
     wrong = mistakes(modules)
-    kinds = ["correct"] * 50 + ["wrong"] * 25 + ["hostile"] * 15 + ["corrupt"] * 10
+    kinds = ["correct"] * 50 + ["wrong"] * 25 + ([] if honest else ["hostile"] * 15 + ["corrupt"] * 10)
     made = dict.fromkeys(("correct", "wrong", "hostile", "corrupt"), 0)
     for index in range(count):
         kind = kinds[index * len(kinds) // count]
@@ -185,6 +191,11 @@ def main() -> int:
     parser.add_argument("--lessons", default="1,2,3")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every configuration")
     parser.add_argument("--baseline", metavar="GITREF", help="also time the course as of this commit")
+    parser.add_argument(
+        "--honest",
+        action="store_true",
+        help="a class of correct and wrong bundles only (no hostile, no corrupt)",
+    )
     parser.add_argument("--grade-only", metavar="FOLDER", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--same", action="store_true", help=argparse.SUPPRESS)
@@ -211,7 +222,7 @@ def main() -> int:
                 *runs,
             ]
         (root / "class").mkdir()
-        made = generate(root / "class", args.count, [lesson.module for lesson in lessons])
+        made = generate(root / "class", args.count, [lesson.module for lesson in lessons], honest=args.honest)
         print(
             f"{args.count} submissions ({', '.join(f'{n} {k}' for k, n in made.items())}), "
             f"lessons {', '.join(lesson.id for lesson in lessons)}, {os.cpu_count()} cores, "
@@ -244,6 +255,11 @@ def main() -> int:
         print(
             f"  {label:28s} {workers} worker(s): {args.count / seconds:5.2f}/s, {seconds / args.count:5.2f} s"
         )
+    one, two = best[runs[-3]], best[runs[-2]]
+    print(f"  2 workers against 1, no de-dup: {one / two:.2f}x as fast")
+    print(
+        f"  bundles per hour per core (lessons {args.lessons}, 2 workers): {args.count / two * 3600 / 2:,.0f}"
+    )
     if args.baseline:
         for workers in (1, 2):
             old = best[runs[workers - 1]]

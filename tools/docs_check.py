@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
-FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+FENCE = re.compile(r"^( {0,4})(`{3,}|~{3,})(.*)$")  # a fence, indented in a list item or not
 SKIP = re.compile(r"<!--\s*docs-check:\s*skip:\s*(.+?)\s*-->")
 EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 TIME = re.compile(r"\d(?:\.\d+)?\s?(?:s|ms|min)\b|\d+:\d\d|\d{4}-\d\d-\d\d|per s\b")
@@ -70,11 +70,12 @@ def blocks(text: str) -> list[Block]:
                 skip = ""
             index += 1
             continue
-        fence, info = opened.group(1), opened.group(2).strip()
+        indent, fence, info = opened.group(1), opened.group(2), opened.group(3).strip()
         end = index + 1
-        while end < len(lines) and not lines[end].startswith(fence[0] * len(fence)):
+        while end < len(lines) and not lines[end].lstrip(" ").startswith(fence[0] * len(fence)):
             end += 1
-        found.append(Block(info.split()[0] if info else "", lines[index + 1 : end], index + 1, skip))
+        body = [line[len(indent) :] if line.startswith(indent) else line for line in lines[index + 1 : end]]
+        found.append(Block(info.split()[0] if info else "", body, index + 1, skip))
         skip = ""
         index = end + 1
     for before, after in zip(found, found[1:], strict=False):

@@ -107,30 +107,47 @@ def grade(
             help="Also write one Markdown feedback file per submission into DIR (ada.zip: DIR/ada.md).",
         ),
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Grade only shard K of N (by a stable hash of each file name); merge the shards' "
+            "--json reports with `course gradebook merge`.",
+        ),
+    ] = None,
 ) -> None:
     """Re-grade every submission (bundles or notebooks) in a folder and write a gradebook.
     Exits 0 when every row was graded without a problem, 1 when some row needs a look, 2 for a
     usage error or when the grader itself failed on a row."""
     from course.content.catalog import load_catalog
-    from course.instructor.classroom import exports, feedback, gradebook
+    from course.instructor.classroom import gradebook, outputs
     from course.instructor.classroom.safe_text import safe_text
+    from course.instructor.classroom.shards import Shard, ShardError
 
     identity = use_secret(secret_file)
+    try:
+        part = Shard.parse(shard) if shard else None
+    except ShardError as problem:
+        fail(f"{problem}.")
 
     if not submissions_dir.is_dir():
         fail(f"{submissions_dir} is not a folder: name the folder that holds the submissions.")
     if feedback_dir is not None and feedback_dir.exists() and not feedback_dir.is_dir():
         fail(f"{feedback_dir} exists and is not a folder: --feedback names a folder for the feedback files.")
     chosen = lessons_named(load_catalog(), lessons)
-    found = gradebook.submissions_in(submissions_dir)
-    if not found:
+    found = gradebook.submissions_in(submissions_dir, part)
+    if not found and part is not None and gradebook.submissions_in(submissions_dir):
+        show(f"Shard {part} holds none of the submissions in {submissions_dir}.")
+    elif not found:
         fail(
             f"No submissions in {submissions_dir}: no .zip bundles (`course submit` makes them), no "
             ".ipynb notebooks, no nbgrader submitted/STUDENT/ASSIGNMENT/*.ipynb."
         )
     count = workers or os.cpu_count() or 1
     show(
-        f"Grading {found} submissions, lessons "
+        (f"Shard {part}: grading {found} of the submissions" if part else f"Grading {found} submissions")
+        + ", lessons "
         f"{', '.join(lesson.id for lesson in chosen)}, with {count} workers, "
         + (f"with an instructor's secret ({identity})." if identity else "on the public inputs.")
     )
@@ -146,21 +163,8 @@ def grade(
             line = f"[{done}/{total}] a row that cannot be shown ({type(error).__name__})"
         show(safe_text(line))
 
-    result = gradebook.grade_folder(submissions_dir, chosen, count, progress, same=not fresh)
-    gradebook.write_csv(result, out)
-    written = [str(out)]
-    if report:
-        gradebook.write_json(result, report)
-        written.append(str(report))
-    if junit:
-        exports.write_junit(result.rows, junit)
-        written.append(str(junit))
-    if nbgrader_csv:
-        exports.write_nbgrader_csv(result.rows, result.max_points, nbgrader_csv)
-        written.append(str(nbgrader_csv))
-    if feedback_dir:
-        files = feedback.write_feedback(result, feedback_dir)
-        written.append(f"{len(files)} feedback files in {feedback_dir}")
+    result = gradebook.grade_folder(submissions_dir, chosen, count, progress, same=not fresh, shard=part)
+    written = outputs.write_all(result, out, report, junit, nbgrader_csv, feedback_dir)
     rate = len(result.rows) / result.seconds if result.seconds else 0.0
     show(
         f"Graded {len(result.rows)} submissions in {result.seconds:.1f} s ({rate:.1f} per s). "

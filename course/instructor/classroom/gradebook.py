@@ -34,18 +34,26 @@ from course import __version__
 from course.content.catalog import Lesson
 from course.engine.grading import forked
 from course.engine.sandbox import cgroups
-from course.instructor.classroom import class_stream, literals, similarity
+from course.instructor.classroom import class_stream, literals, shards, similarity
 from course.instructor.classroom.safe_text import safe_text
+from course.instructor.classroom.shards import Shard
 
 if TYPE_CHECKING:
     from course.instructor.classroom.notebook_submissions import NotebookSubmission
 
 
-def submissions_in(folder: Path) -> int:
-    """How many submissions ``folder`` holds: bundles, else notebook submissions."""
+def submissions_in(folder: Path, shard: Shard | None = None) -> int:
+    """How many submissions ``folder`` holds (of ``shard``, if given): bundles, else notebook
+    submissions."""
     from course.instructor.classroom import notebook_submissions
 
-    return len(bundles_in(folder)) or len(notebook_submissions.submissions_in(folder))
+    def held(name: str) -> bool:
+        return shard is None or shard.holds(name)
+
+    bundles = bundles_in(folder)
+    if bundles:
+        return sum(held(path.name) for path in bundles)
+    return sum(held(job.key) for job in notebook_submissions.submissions_in(folder))
 
 
 def bundles_in(folder: Path) -> list[Path]:
@@ -88,6 +96,7 @@ class Report:
     workers: int
     seconds: float
     inputs: str = field(default_factory=lambda: inputs_graded())
+    shard: str = ""  # "K/N" when one shard of a class (``shards``); "" for a whole class
 
 
 def inputs_graded() -> str:
@@ -103,19 +112,21 @@ def grade_folder(
     workers: int | None = None,
     on_row: Callable[[dict, int, int], None] | None = None,
     same: bool = True,
+    shard: Shard | None = None,
 ) -> Report:
     """Grade every submission of ``folder`` (its bundles, else its notebooks:
     ``notebook_submissions``) with ``workers`` processes (default: the cores). ``same``: lesson
     files of bundles identical to ones graded before in the same grading process get that grade
-    again; False grades every bundle in full. The flags of ``similarity`` and ``literals`` are
-    problems of their rows, and kept under ``flags`` too (a feedback file leaves them out)."""
+    again; False grades every bundle in full. ``shard``: only the submissions of that shard
+    (``shards``). The flags of ``similarity`` and ``literals`` are problems of their rows, and
+    kept under ``flags`` too (a feedback file leaves them out)."""
     from course.instructor.classroom import notebook_submissions
 
     started = time.monotonic()
     folder = Path(folder).absolute()  # its bundles are opened by processes that change folder
     workers = max(1, workers or os.cpu_count() or 1)
     modules = [lesson.module for lesson in lessons]
-    paths = [str(path) for path in bundles_in(folder)]
+    paths = [str(path) for path in bundles_in(folder) if shard is None or shard.holds(path.name)]
     # Counting the points grades each solution here first: the grading processes, forked from
     # this one, start with pytest, hypothesis, numpy, the grading tests and what they remember
     # already loaded.
@@ -124,16 +135,52 @@ def grade_folder(
         rows = _grade_bundles(paths, modules, workers, same, on_row)
         ordered = [rows[path] for path in paths]
     else:
-        jobs = {found.key: found for found in notebook_submissions.submissions_in(folder)}
+        found = notebook_submissions.submissions_in(folder)
+        jobs = {job.key: job for job in found if shard is None or shard.holds(job.key)}
         rows = _grade_notebooks(jobs, modules, workers, on_row)
         ordered = [rows[key] for key in jobs]
-    unflagged = [len(row["problems"]) for row in ordered]
-    similarity.flag(ordered, lessons)
-    literals.flag(ordered, lessons)
-    for row, count in zip(ordered, unflagged, strict=True):
-        if row["problems"][count:]:  # kept apart too: a student's feedback file leaves them out
+    flag(ordered, lessons)
+    return Report(ordered, points, workers, time.monotonic() - started, shard=str(shard or ""))
+
+
+def flag(rows: Sequence[dict], lessons: Sequence[Lesson]) -> None:
+    """Flag the rows whose code is the same as a reference or as another row's
+    (``similarity``) or holds data (``literals``): problems of the rows, and kept under
+    ``flags`` too (a feedback file leaves them out). Flags made before are taken away first,
+    so that rows graded apart (shards) are flagged as one class."""
+    for row in rows:
+        before = set(row.pop("flags", []))
+        row["problems"] = [problem for problem in row["problems"] if problem not in before]
+        row.pop("similar", None)
+    unflagged = [len(row["problems"]) for row in rows]
+    similarity.flag(rows, lessons)
+    literals.flag(rows, lessons)
+    for row, count in zip(rows, unflagged, strict=True):
+        if row["problems"][count:]:
             row["flags"] = row["problems"][count:]
-    return Report(ordered, points, workers, time.monotonic() - started)
+
+
+def merge(paths: Sequence[Path]) -> Report:
+    """One class's report from its shards' JSON reports (``shards``): their rows, sorted by
+    file as one run sorts them, flagged across all; refused (``ShardError``) when the shards
+    were not graded alike or do not make one class."""
+    from course.content.catalog import load_catalog
+
+    reports = shards.load_reports(paths)
+    shards.check_alike(reports)
+    if reports[0].get("course_version") != __version__:
+        raise shards.ShardError(
+            f"the shards were graded with course {reports[0].get('course_version')!r}, this is "
+            f"{__version__}: merge with the version that graded them"
+        )
+    lessons = shards.lessons_of(reports[0], load_catalog())
+    rows = sorted((row for report in reports for row in report["submissions"]), key=lambda row: row["file"])
+    for row in rows:
+        row.pop("total", None)  # written again from the lessons' points
+    flag(rows, lessons)
+    seconds = max(float(report.get("seconds") or 0) for report in reports)
+    workers = sum(int(report.get("workers") or 0) for report in reports)
+    return Report(rows, reports[0]["max_points"], workers, seconds, inputs=str(reports[0].get("inputs", "")))
 
 
 def _grade_bundles(
@@ -338,6 +385,7 @@ def report_dict(report: Report) -> dict:
     return {
         "course_version": __version__,
         "inputs": report.inputs,
+        **({"shard": report.shard} if report.shard else {}),
         "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "workers": report.workers,
         "seconds": round(report.seconds, 2),
