@@ -14,7 +14,15 @@ from typing import Annotated
 import typer
 
 from course.cli.common import fail, lessons_named, show
-from course.cli.options import LessonsOption, new_app
+from course.cli.options import (
+    FeedbackOption,
+    GradebookOption,
+    JsonReportOption,
+    JunitOption,
+    LessonsOption,
+    NbgraderCsvOption,
+    new_app,
+)
 
 gradebook_app = new_app("gradebook", "One class graded in shards: merge them, or run them on an engine.")
 ShardsOption = Annotated[int, typer.Option("--shards", min=1, max=256, help="How many shards (N).")]
@@ -26,17 +34,11 @@ def merge(
         list[Path],
         typer.Argument(metavar="REPORT.json...", help="The shards' `course grade --json` reports."),
     ],
-    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")] = Path(
-        "gradebook.csv"
-    ),
-    report: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Also a JSON report.")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Also JUnit XML.")] = None,
-    nbgrader_csv: Annotated[
-        Path | None, typer.Option("--nbgrader-csv", metavar="FILE", help="Also nbgrader's export CSV.")
-    ] = None,
-    feedback_dir: Annotated[
-        Path | None, typer.Option("--feedback", metavar="DIR", help="Also one feedback file per submission.")
-    ] = None,
+    out: GradebookOption = Path("gradebook.csv"),
+    report: JsonReportOption = None,
+    junit: JunitOption = None,
+    nbgrader_csv: NbgraderCsvOption = None,
+    feedback_dir: FeedbackOption = None,
 ) -> None:
     """Merge the shards of one class into one gradebook, flagging similar code across all."""
     from course.instructor.classroom import gradebook, outputs

@@ -14,7 +14,15 @@ from typing import Annotated
 import typer
 
 from course.cli.common import fail, lessons_named, open_session, show, use_secret
-from course.cli.options import LessonsOption, WorkspaceOption
+from course.cli.options import (
+    FeedbackOption,
+    GradebookOption,
+    JsonReportOption,
+    JunitOption,
+    LessonsOption,
+    NbgraderCsvOption,
+    WorkspaceOption,
+)
 
 
 def submit(
@@ -68,22 +76,13 @@ def grade(
             help="A folder of .zip bundles, of .ipynb notebooks, or nbgrader's course or submitted/.",
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")] = Path(
-        "gradebook.csv"
-    ),
+    out: GradebookOption = Path("gradebook.csv"),
     workers: Annotated[
         int | None, typer.Option(min=1, help="Parallel grading processes (default: the number of cores).")
     ] = None,
-    report: Annotated[
-        Path | None, typer.Option("--json", metavar="FILE", help="Also write a JSON report.")
-    ] = None,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")
-    ] = None,
-    nbgrader_csv: Annotated[
-        Path | None,
-        typer.Option("--nbgrader-csv", metavar="FILE", help="Also write scores as nbgrader export does."),
-    ] = None,
+    report: JsonReportOption = None,
+    junit: JunitOption = None,
+    nbgrader_csv: NbgraderCsvOption = None,
     lessons: LessonsOption = None,
     fresh: Annotated[
         bool,
@@ -99,14 +98,7 @@ def grade(
             help="Derive every input from the secret in FILE (default: $COURSE_GRADING_SECRET, if set).",
         ),
     ] = None,
-    feedback_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--feedback",
-            metavar="DIR",
-            help="Also write one Markdown feedback file per submission into DIR (ada.zip: DIR/ada.md).",
-        ),
-    ] = None,
+    feedback_dir: FeedbackOption = None,
     shard: Annotated[
         str | None,
         typer.Option(

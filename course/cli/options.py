@@ -4,6 +4,7 @@ arguments several commands declare. Only the typer app imports this (course.cli.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,6 +23,25 @@ LessonArgument = Annotated[str, typer.Argument(help="3, 03, l03_attention or att
 LessonsOption = Annotated[
     str | None,
     typer.Option("--lessons", metavar="LIST", help="Comma-separated lessons, e.g. 1,2,3 (default: all)."),
+]
+
+# What a graded class is written to (`course grade`, `course gradebook merge`).
+GradebookOption = Annotated[Path, typer.Option("--out", metavar="FILE", help="The CSV gradebook.")]
+JsonReportOption = Annotated[
+    Path | None, typer.Option("--json", metavar="FILE", help="Also write a JSON report.")
+]
+JunitOption = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Also write JUnit XML.")]
+NbgraderCsvOption = Annotated[
+    Path | None,
+    typer.Option("--nbgrader-csv", metavar="FILE", help="Also write scores as nbgrader export does."),
+]
+FeedbackOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--feedback",
+        metavar="DIR",
+        help="Also write one Markdown feedback file per submission into DIR (ada.zip: DIR/ada.md).",
+    ),
 ]
 
 
