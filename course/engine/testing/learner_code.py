@@ -105,11 +105,24 @@ def operand_assignments(folder: Path | None, frames: list[dict]) -> list[tuple[s
     parsed = None if folder is None or not frames else _parsed(folder, frames[-1])
     if parsed is None:
         return []
-    tree, path = parsed
-    line = int(frames[-1].get("line", 0))
-    function = _function_at(tree, str(frames[-1].get("function", "")), line)
-    if function is None:
+    path = parsed[1]
+    try:
+        found_stat = path.lstat()
+    except OSError:
         return []
+    stamp = (found_stat.st_mtime_ns, found_stat.st_size)
+    line = int(frames[-1].get("line", 0))
+    return list(_operands(path, stamp, str(frames[-1].get("function", "")), line))
+
+
+@lru_cache(maxsize=64)
+def _operands(path: Path, stamp: tuple[int, int], name: str, line: int) -> tuple[tuple[str, int, str], ...]:
+    """``operand_assignments`` of the function ``name`` failing at ``line`` of the file at
+    ``path`` as it was at ``stamp``: many checks of one grade fail on the same line."""
+    tree = _tree(path, stamp)
+    function = None if tree is None else _function_at(tree, name, line)
+    if function is None:
+        return ()
     holding = [
         node
         for node in ast.walk(function)
@@ -118,20 +131,20 @@ def operand_assignments(folder: Path | None, frames: list[dict]) -> list[tuple[s
         and node.lineno <= line <= (node.end_lineno or node.lineno)
     ]
     if not holding:
-        return []
+        return ()
     failing = min(holding, key=lambda node: (node.end_lineno or node.lineno) - node.lineno)  # innermost
     if isinstance(failing, (ast.Raise, ast.Assert)):
-        return []  # the learner's own refusal: its operands are not what went wrong
+        return ()  # the learner's own refusal: its operands are not what went wrong
     names = dict.fromkeys(
         node.id for node in ast.walk(failing) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
     )
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return []
+        return ()
     found = []
-    for name in names:
-        assigned = _last_assignment(function, name, failing.lineno)
+    for operand in names:
+        assigned = _last_assignment(function, operand, failing.lineno)
         if assigned is not None and assigned.lineno <= len(lines):
-            found.append((name, assigned.lineno, lines[assigned.lineno - 1].strip()[:200]))
-    return found
+            found.append((operand, assigned.lineno, lines[assigned.lineno - 1].strip()[:200]))
+    return tuple(found)
