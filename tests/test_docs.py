@@ -91,3 +91,26 @@ def test_only_the_readmes_test_command_and_blocks_that_need_github_or_a_cluster_
     [(command, _)] = docs_check.commands(suite[0][1])
     ci = [line.split("  #")[0].strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     assert "pytest" in command and command in ci
+
+
+def test_the_result_json_example_has_the_points_of_adas_bundle_in_the_worked_example():
+    """docs/instructors.md shows Ada's result.json before the worked example that makes her
+    bundle; the docs check runs the example, so its numbers are the course's: the JSON's must
+    be the same."""
+    import json
+    import re
+
+    found = docs_check.blocks((REPO / "docs" / "instructors.md").read_text(encoding="utf-8"))
+    example = json.loads("\n".join(next(block for block in found if block.label == "json").lines))
+    said = " ".join(line for block in found if block.label == "text" for line in block.lines)
+    lessons, points, most = re.search(
+        r"ada\.zip: (\d+) lesson files for Ada Lovelace, \d+ lessons passed, (\d+) of (\d+) points", said
+    ).groups()
+    assert (example["total_points"], example["max_points"]) == (int(points), int(most))
+    assert int(lessons) == len(docs_check_lessons())
+
+
+def docs_check_lessons() -> list:
+    from course.content.catalog import load_catalog
+
+    return load_catalog().available()
