@@ -394,7 +394,7 @@ def head_mask_variant(x_q, x_kv, params, n_heads, grad_out, mask=None, how=()):
     allowed = True if mask is None else np.broadcast_to(mask, (n_b, n_t, n_s))[:, None]
     heads = safe_softmax(np.where(allowed, q @ swap(k) / math.sqrt(n_k), -np.inf)) @ v  # (B, H, T, K)
     concat = heads.transpose(0, 2, 1, 3).reshape(n_b, n_t, -1)
-    grad_concat = grad_out @ p["w_o"].T  # (B, T, H*K)
+    grad_concat = grad_out @ (p["w_o"] if "w-o-untransposed" in how else p["w_o"].T)  # (B, T, H*K)
     if "after-w-o" in how:  # xi_h on output features h*D/H:(h+1)*D/H
         return (split(concat @ p["w_o"]) * split(grad_out)).sum(axis=(2, 3))
     if "interleaved" in how:  # xi_h on the rows r of W_O with r % H == h
@@ -641,6 +641,13 @@ ABS_TAKEN = Mistake(
     "abs-taken",
     "the absolute value was taken: return the signed derivative dL_b/dxi_h (the importance takes "
     "|.| afterwards)",
+    exercises=("head_mask_gradient",),
+)
+W_O_UNTRANSPOSED = Mistake(
+    "w-o-not-transposed",
+    "grad_out was multiplied by W_O, not by W_O transposed: out = concat @ W_O sends its gradient "
+    "back as grad_out @ W_O^T, (B, T, D) @ (D, H*K) -> (B, T, H*K); with H*K == D both fit, so "
+    "only the numbers show it",
     exercises=("head_mask_gradient",),
 )
 XI_AFTER_W_O = Mistake(
@@ -1694,6 +1701,11 @@ def head_mask_mistakes(x_q, x_kv, params, n_heads, grad_out, mask):
         XI_AFTER_W_O: named("after-w-o"),
         INTERLEAVED_ROWS: named("interleaved"),
         PER_POSITION: named("per-position"),
+        **(
+            {W_O_UNTRANSPOSED: named("w-o-untransposed")}
+            if np.shape(params["w_o"])[0] == np.shape(params["w_o"])[1]
+            else {}
+        ),
     }
 
 
