@@ -273,3 +273,17 @@ def test_a_template_shard_step_fails_when_the_grade_is_a_usage_error(tmp_path):
     env = dict(os.environ, NO_COLOR="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     done = subprocess.run(["bash", "-c", run], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode != 0
+
+
+def test_a_grade_whose_reader_goes_away_still_writes_its_gradebook(graded, tmp_path):
+    """`course grade ... | head -1`: the progress lines go nowhere once `head` has gone, the
+    gradebook is written all the same, the exit code is the usual one, nothing is raised."""
+    inbox = graded["root"] / "inbox"
+    script = (
+        f'course grade "{inbox}" --lessons 1 --workers 1 --out g.csv | head -1; exit "${{PIPESTATUS[0]}}"'
+    )
+    env = dict(os.environ, NO_COLOR="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.stdout.startswith("Grading 5 submissions") and done.stdout.count("\n") == 1
+    assert done.returncode == 1 and done.stderr == "", done.stderr  # rows need a look, as ever
+    assert len(list(csv.DictReader((tmp_path / "g.csv").open()))) == 5

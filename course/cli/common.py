@@ -30,17 +30,40 @@ def console() -> Console:
 
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader of the output has gone (`course grade ... | head -1`): print nothing
+            more and go on, where rich would end the command (a class's gradebook is still
+            written)."""
+            _output_gone()
+            self.quiet = True
+
     plain = os.environ.get("NO_COLOR", "") != ""
-    return Console(highlight=False, soft_wrap=False, color_system=None if plain else "auto")
+    return _Console(highlight=False, soft_wrap=False, color_system=None if plain else "auto")
 
 
 def show(*renderables: Any) -> None:
-    """Print rich objects; plain strings (paths, names) are text, never markup."""
+    """Print rich objects; plain strings (paths, names) are text, never markup. When the reader
+    of the output has gone (`course grade ... | head -1`), the rest is dropped and the command
+    goes on (``console``): a class's gradebook is still written."""
     from rich.text import Text
 
     out = console()
     for renderable in renderables:
         out.print(Text(renderable) if isinstance(renderable, str) else renderable)
+
+
+def _output_gone() -> None:
+    """Send whatever is printed from now on to /dev/null (standard output's reader has gone)."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no descriptor to redirect: printing stays broken, quietly
+        pass
 
 
 def print_json(payload: dict[str, Any]) -> None:
