@@ -269,7 +269,7 @@ def test_the_workflows_shard_and_merge_steps_pass_when_rows_need_a_look_and_say_
 
 
 def test_a_template_shard_step_fails_when_the_grade_is_a_usage_error(tmp_path):
-    run = engines._GRADE.format(submissions="missing", lessons="1", shard="1", count=2, reports=".")
+    run = engines.SHARD_COMMAND.format(submissions="missing", lessons="1", shard="1", count=2, reports=".")
     env = dict(os.environ, NO_COLOR="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     done = subprocess.run(["bash", "-c", run], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode != 0

@@ -17,8 +17,9 @@ from course.content.catalog import Lesson
 
 SECRET = "COURSE_GRADING_SECRET"
 
-# A shard's command: it passes when the grade exits 0 or 1 (1: some row needs a look).
-_GRADE = (
+# A shard's command, in both templates: it passes when the grade exits 0 or 1 (1: some row needs a
+# look), and fails on 2.
+SHARD_COMMAND = (
     'code=0; course grade {submissions} --lessons {lessons} --shard "{shard}/{count}" '
     '--out "shard-{shard}.csv" --json "{reports}/shard-{shard}.json" || code=$?; test "$code" -le 1'
 )
@@ -32,7 +33,7 @@ def github_actions(lessons: Sequence[Lesson], shards: int, submissions: str, ins
     """A workflow (`.github/workflows/grade-class.yml`) of one job per shard (a matrix), then a
     merge job that uploads the gradebook, the JSON report and JUnit XML as an artifact."""
     q = json.dumps  # a JSON string is a valid YAML scalar
-    grade = _GRADE.format(
+    grade = SHARD_COMMAND.format(
         submissions=q(submissions),
         lessons=_lesson_list(lessons),
         shard="${{ matrix.shard }}",
@@ -103,12 +104,15 @@ def kubernetes_job(lessons: Sequence[Lesson], shards: int, image: str, claim: st
     (``JOB_COMPLETION_INDEX``); shard K is index K - 1. Each pod mounts the volume claim
     ``claim`` at /class, grades /class/submissions and writes /class/shards/shard-K.json; the
     secret comes from the Secret ``course-grading-secret`` (key ``secret``) when there is one."""
-    grade = "k=$((JOB_COMPLETION_INDEX + 1)); mkdir -p /class/shards && cd /class/shards && " + _GRADE.format(
-        submissions="/class/submissions",
-        lessons=_lesson_list(lessons),
-        shard="$k",
-        count=shards,
-        reports="/class/shards",
+    grade = (
+        "k=$((JOB_COMPLETION_INDEX + 1)); mkdir -p /class/shards && cd /class/shards && "
+        + SHARD_COMMAND.format(
+            submissions="/class/submissions",
+            lessons=_lesson_list(lessons),
+            shard="$k",
+            count=shards,
+            reports="/class/shards",
+        )
     )
     job = {
         "apiVersion": "batch/v1",
