@@ -40,7 +40,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "course.engine.calls": {CONTENT, "course.engine.sandbox", "course.engine.wire"},
     "course.engine.results": {"course.engine.calls.upstream"},
     "course.engine.integrity": {CONTENT},
-    "course.engine.pictures": {CONTENT, "course.engine.integrity", "course.engine.calls"},
+    "course.engine.pictures": {
+        CONTENT,
+        "course.engine.integrity",
+        "course.engine.calls",
+        "course.engine.sandbox.limits",  # an experiment's raised limits
+    },
     "course.engine.testing": {
         CONTENT,
         "course.engine.results",

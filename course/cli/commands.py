@@ -1,8 +1,8 @@
 """The typer app of the `course` command, assembled from the command modules.
 
-``learner`` (init, next, check, list, show, hint, reset, solution), ``reference`` (glossary,
-faq), ``bench``, ``watch``, ``notebooks``, ``instructor`` (submit, grade, classroom), ``gradebook``
-(merge shards, run them on an engine) and ``dev``
+``learner`` (init, next, check, list, show, hint, reset, solution), ``experiments``
+(experiment), ``reference`` (glossary, faq), ``bench``, ``watch``, ``notebooks``, ``instructor``
+(submit, grade, classroom), ``gradebook`` (merge shards, run them on an engine) and ``dev``
 (maintainers) each add their commands with ``register(app)``. Importing this imports typer and
 every command module: ``course.cli.main`` does so only for what ``course.cli.quick`` leaves to it.
 """
@@ -13,7 +13,18 @@ from typing import Annotated
 
 import typer
 
-from course.cli import bench, dev, gradebook, instructor, learner, notebooks, quick, reference, watch
+from course.cli import (
+    bench,
+    dev,
+    experiments,
+    gradebook,
+    instructor,
+    learner,
+    notebooks,
+    quick,
+    reference,
+    watch,
+)
 from course.cli.options import new_app
 
 app = new_app(
@@ -39,5 +50,5 @@ def _course(
     """The options of `course` itself (its help is the app's)."""
 
 
-for _module in (learner, reference, bench, watch, dev, notebooks, instructor, gradebook):
+for _module in (learner, experiments, reference, bench, watch, dev, notebooks, instructor, gradebook):
     _module.register(app)

@@ -1,5 +1,6 @@
 """What the commands do, as plain functions over a workspace and its progress state: grading
-(with the result cache and the warm grader), moving on, hints, resets, solutions, pictures.
+(with the result cache and the warm grader), moving on, hints, resets, solutions, pictures,
+experiments.
 Opening the workspace and its state is ``course.workspace.session``.
 
 The CLI calls these and renders what they return; nothing here prints or imports rich/typer.
@@ -20,7 +21,9 @@ from course.workspace import prefetch
 from course.workspace import state as state_file
 from course.workspace.session import Session, place, record
 
-if TYPE_CHECKING:  # both import numpy, which the commands load only when they grade
+if TYPE_CHECKING:  # they import numpy, which the commands load only when they grade
+    from course.engine.pictures.experiments import Experiment, Progress
+    from course.engine.pictures.figures import Figure
     from course.engine.pictures.maps import AttentionMaps
     from course.engine.pictures.shapes import ShapeTrace
 
@@ -292,6 +295,31 @@ def attention_maps(session: Session, lesson: Lesson) -> AttentionMaps:
     if found.reference is None and (found.figures or found.figures_problem):
         found.problem = ""  # the lesson draws figures, not attention maps
     return found
+
+
+def experiments(lesson: Lesson) -> tuple[Experiment, ...]:
+    """`course experiment LESSON`: the lesson's experiments (see
+    ``course.engine.pictures.experiments``), none for most lessons."""
+    from course.engine.pictures import experiments as found
+
+    return found.experiments(lesson)
+
+
+def experiment(lesson: Lesson, name: str) -> Experiment:
+    """The lesson's experiment ``name``; LookupError, naming the valid ones, if there is none."""
+    from course.engine.pictures import experiments as found
+
+    return found.find(lesson, name)
+
+
+def run_experiment(
+    session: Session, lesson: Lesson, name: str, progress: Progress
+) -> tuple[list[Figure], str]:
+    """`course experiment LESSON NAME`: run it on the learner's file, reporting to ``progress``;
+    its figures, and a one-line problem when the learner's code could not make them."""
+    from course.engine.pictures import experiments as found
+
+    return found.run(lesson, session.workspace.root, name, progress)
 
 
 def explaining_picture(

@@ -6,7 +6,9 @@ the grader never collects it). The module is plain trusted Python that may defin
 
 - ``MAPS``: a ``maps.MapPipeline`` (the attention maps of ``course show --map``);
 - ``SHAPES``: a ``shapes.ShapePlan`` (the shape trace under a failed check);
-- ``figures(module)``: further pictures (``figures.figures``) for ``course show --map``.
+- ``figures(module)``: further pictures (``figures.figures``) for ``course show --map``;
+- ``EXPERIMENTS``: a tuple of ``experiments.Experiment``, long measurements ``course experiment``
+  runs on the learner's code.
 
 No file means no pictures. The file is read through ``integrity.trusted`` like the grading tests,
 so an edited pictures module is replaced by its pristine copy. It runs in the trusted process and

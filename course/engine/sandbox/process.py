@@ -219,7 +219,8 @@ class Worker:
         lessons: Sequence[str] = (),
         readable: Sequence[str] | None = None,
     ) -> None:
-        """Ask the worker to limit its memory and import ``module`` from ``source_dir``;
+        """Ask the worker to limit its memory (and keep freed memory for reuse when ``limits``
+        say so) and import ``module`` from ``source_dir``;
         ``module`` and ``lessons`` (the modules it may import as lessons, in load order) are
         loaded only from ``source_dir/<name>.py``, compiled from source. ``readable``: the
         only paths it may read from then on (``landlock.restrict_reads``), for a submission."""
@@ -229,6 +230,7 @@ class Worker:
             "module": module,
             "lessons": list(lessons),
             "memory_bytes": limits.memory_bytes,
+            "keep_freed_memory": limits.keep_freed_memory,
         }
         if readable is not None:
             order["readable"] = list(readable)

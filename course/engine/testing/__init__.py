@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what the names below are, for readers, type checkers and th
     from course.engine.calls.errors import DependencyNotReady, LearnerError, LearnerProblem, NotStarted
     from course.engine.calls.learner_module import LearnerModule
     from course.engine.pictures import maps, shapes
+    from course.engine.pictures.experiments import Experiment
     from course.engine.pictures.figures import HeadGrid, LineChart, NumberTable
     from course.engine.testing.compare import (
         GRADING_SEED,
@@ -48,6 +49,7 @@ _FROM = {
     "course.engine.calls.errors": ("DependencyNotReady", "LearnerError", "LearnerProblem", "NotStarted"),
     "course.engine.calls.learner_module": ("LearnerModule",),
     "course.engine.pictures": ("maps", "shapes"),
+    "course.engine.pictures.experiments": ("Experiment",),
     "course.engine.pictures.figures": ("HeadGrid", "LineChart", "NumberTable"),
     "course.engine.testing.compare": (
         "GRADING_SEED",

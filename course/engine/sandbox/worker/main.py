@@ -6,7 +6,8 @@ modules that are lessons (a spare worker waits for it with numpy already importe
 own memory before importing anything of the learner's, imports the module (lessons only from
 their ``.py`` source, see ``lessons``), then answers calls with plain data (see ``messages``). It
 decides nothing about grades: it reports what happened, including exceptions with the learner's
-own frames. A call's input arrays are views of a file the grader wrote them into
+own frames. An experiment's worker also keeps freed memory for reuse (``allocator``), set after
+the fork, before the import. A call's input arrays are views of a file the grader wrote them into
 (``messages.shared_views``): whether the learner changed them is for the grader to read there
 after the reply, never for the worker to say.
 """
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from course.engine.sandbox import landlock, seccomp
+from course.engine.sandbox.worker.allocator import keep_freed_memory
 from course.engine.sandbox.worker.errors import OUTPUT_LIMIT, confined, describe_error
 from course.engine.sandbox.worker.lessons import LessonFinder, lesson_modules
 from course.engine.sandbox.worker.shape_trace import record_lesson_calls
@@ -170,6 +172,8 @@ def main(argv: list[str]) -> int:
         messages.write_all(response_fd, messages.pack({**refusal, "lesson_modules": []}, []))
         return 0
     _limit_resources(int(order.get("memory_bytes", 0)))
+    if order.get("keep_freed_memory") is True:  # an experiment's worker (``allocator``)
+        keep_freed_memory()
     sys.dont_write_bytecode = True  # never leave __pycache__ in the learner's folder
     # Lesson modules (this one and those it imports) come from their .py source only, found
     # before any other finder; the learner's own helpers (utils.py) import from the folder.
