@@ -41,6 +41,17 @@ def test_values_are_tagged_and_labelled_by_their_place():
     assert decoded["n"] == 3 and decoded["pair"][1] is None
 
 
+def test_an_optimizer_state_of_a_layered_model_travels_whole_and_deeper_is_described():
+    layer = {"w_q": np.ones((2, 2)), "b_q": np.zeros(2)}
+    model = {"tok_emb": np.ones((3, 2)), "layers": [layer, layer]}
+    reply = (model, np.zeros(4), {"step": 7, "m": model, "v": model})  # lesson 15's train
+    decoded = messages.decode(messages.encode(reply, arrays := []), arrays)
+    assert decoded[2]["step"] == 7
+    assert np.array_equal(decoded[2]["v"]["layers"][1]["w_q"], np.ones((2, 2)))
+    too_deep = messages.decode(messages.encode([[[[[[[np.ones(1)]]]]]]], arrays := []), arrays)
+    assert isinstance(too_deep[0][0][0][0][0][0], messages.Opaque)
+
+
 def test_objects_are_described_not_sent():
     tagged = messages.encode(object(), [])
     value = messages.decode(tagged, [])
