@@ -1,4 +1,4 @@
-"""The catalog is the single source of truth: lessons 1-14 listed, names resolve, files derive."""
+"""The catalog is the single source of truth: lessons 1-15 listed, names resolve, files derive."""
 
 import tomllib
 
@@ -9,8 +9,8 @@ from course.content.catalog import CATALOG_FILE, CatalogError, UnknownLesson, ca
 CATALOG = load_catalog()
 
 
-def test_catalog_lists_lessons_one_to_fourteen_in_order():
-    assert [lesson.number for lesson in CATALOG.lessons] == list(range(1, 15))
+def test_catalog_lists_lessons_one_to_fifteen_in_order():
+    assert [lesson.number for lesson in CATALOG.lessons] == list(range(1, 16))
     assert CATALOG.lessons[2].module == "l03_attention"
 
 
@@ -48,7 +48,7 @@ def test_a_lesson_resolves_by_number_module_or_short_name(name):
 
 
 def test_an_unknown_lesson_names_what_would_be_accepted():
-    with pytest.raises(UnknownLesson, match=r"1-14.*l01_projections.*course list"):
+    with pytest.raises(UnknownLesson, match=r"1-15.*l01_projections.*course list"):
         CATALOG.resolve("42")
 
 

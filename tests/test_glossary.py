@@ -33,6 +33,13 @@ REQUIRED = [
     "LLM",
     "head pruning",
     "FlashAttention",
+    "backpropagation",
+    "cross-entropy",
+    "AdamW",
+    "bias correction",
+    "weight decay",
+    "learning-rate schedule",
+    "uptraining",
 ]
 
 

@@ -1,7 +1,8 @@
 """Capture the course's main screens as plain text and SVG, for the README and for reviewing
 how they read: `course list`, `course next` (a new lesson), `course check` (a classic
 mistake), `course show N --map` of every lesson whose pictures draw figures (its measured
-results) and `course bench 6`, on solved lessons.
+results), `course bench 6` and every lesson's `course experiment N NAME` (minutes: the
+experiments train models), on solved lessons.
 Screens are built from the same workspace actions and render functions the commands use, on a
 throw-away workspace, 80 columns wide.
 
@@ -17,12 +18,13 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, Group
 
 from course.bench.run import run_bench
 from course.content.catalog import load_catalog
 from course.engine.pictures.load import load as load_pictures
 from course.render import bench as render_bench
+from course.render import experiments as render_experiments
 from course.render import pictures as render_pictures
 from course.render import screens
 from course.render.lessons import lesson_list
@@ -81,7 +83,22 @@ def main(out: Path) -> int:
                 f"show_{lesson.id}", render_pictures.maps_screen(actions.attention_maps(session, lesson)), out
             )
     capture_bench(session, out)
+    capture_experiments(session, out)
     return 0
+
+
+def capture_experiments(session: Session, out: Path) -> None:
+    """`course experiment N NAME` of every experiment, on the solved lessons: the heading and the
+    figures (the progress bar is left out; it reports to nothing here)."""
+    for lesson in session.catalog.available():
+        for experiment in actions.experiments(lesson):
+            found, problem = actions.run_experiment(session, lesson, experiment.name, lambda *_: None)
+            if problem:
+                raise SystemExit(f"course experiment {lesson.id} {experiment.name}: {problem}")
+            screen = Group(
+                render_experiments.experiment_header(experiment), render_experiments.experiment_figures(found)
+            )
+            save(f"experiment_{lesson.id}_{experiment.name}", screen, out)
 
 
 def capture_bench(session: Session, out: Path) -> None:

@@ -37,6 +37,17 @@ def head_statistics(weights: np.ndarray, targets: np.ndarray, distance: np.ndarr
     return {"confidence": confidence, "shares": shares, "copy": copy}
 
 
+def head_role(stats: dict[str, Any], head: int) -> tuple[str, int, float]:
+    """The card's role of ``head`` from its layer's ``head_statistics``: (role, the offset its
+    rows most often put their largest weight on, that offset's share). Positional when the share
+    reaches POSITIONAL, else copy when the copy share reaches COPY, else mixed."""
+    best = max(OFFSETS, key=lambda o: stats["shares"][o][head])
+    share = float(stats["shares"][best][head])
+    copy = float(stats["copy"][head])
+    role = f"positional {best:+d}" if share >= POSITIONAL else "copy" if copy >= COPY else "mixed"
+    return role, best, share
+
+
 def measure(model: dict, config: dict[str, int]) -> dict[str, Any]:
     """The card's measured part: accuracy and loss on the evaluation set and one entry per head."""
     tokens, targets, distance = make_task(EVAL_SIZE, EVAL_SEED, config["vocab_size"], config["max_len"])
@@ -52,10 +63,8 @@ def measure(model: dict, config: dict[str, int]) -> dict[str, Any]:
             ablated_loss, ablated_accuracy = loss_and_accuracy(
                 forward(model, tokens, masks, config["n_heads"])[0], targets
             )
-            best = max(OFFSETS, key=lambda o: stats["shares"][o][h])
-            share = float(stats["shares"][best][h])
+            role, best, share = head_role(stats, h)
             copy = float(stats["copy"][h])
-            role = f"positional {best:+d}" if share >= POSITIONAL else "copy" if copy >= COPY else "mixed"
             heads.append(
                 {
                     "layer": layer,
