@@ -55,7 +55,8 @@ def welcome(session: Session) -> RenderableType:
             "You will implement multi-head attention from scratch in numpy, one lesson at a "
             "time, from a linear projection to grouped-query attention with a KV cache; then, "
             "with your own code, you measure what the heads of a small trained transformer do, "
-            "which of them matter, and how attention fits in less memory. Every lesson is one "
+            "which of them matter and how attention fits in less memory; last, you write its "
+            "backward pass and train it yourself. Every lesson is one "
             "file with functions to write; the grader tells you within seconds what is right "
             "and what is wrong."
         ),
